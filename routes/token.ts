@@ -1,0 +1,43 @@
+import { createHash, timingSafeEqual } from 'node:crypto'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { EnvelopeSchema, ErrorEnvelopeSchema, Message, envelope } from '../src/envelope.js'
+import { ApiError } from '../src/errors.js'
+import { LoginSchema, TokenSchema } from '../src/schemas/auth.js'
+
+/** Hashing first gives equal-length inputs, so neither value's length leaks through timing. */
+function digest (value: string): Buffer {
+  return createHash('sha256').update(value).digest()
+}
+
+const token: FastifyPluginAsyncTypebox = async (fastify) => {
+  const username = digest(fastify.config.AUTH_USERNAME)
+  const password = digest(fastify.config.AUTH_PASSWORD)
+
+  fastify.post('/token', {
+    config: { invalidBodyMessage: Message.InvalidRequestPayload },
+    schema: {
+      body: LoginSchema,
+      response: {
+        200: EnvelopeSchema(TokenSchema),
+        '4xx': ErrorEnvelopeSchema,
+        '5xx': ErrorEnvelopeSchema
+      }
+    }
+  }, async function (request) {
+    // Both comparisons always run: no early exit tells which half was wrong
+    const usernameMatches = timingSafeEqual(digest(request.body.username), username)
+    const passwordMatches = timingSafeEqual(digest(request.body.password), password)
+    if (!(usernameMatches && passwordMatches)) throw new ApiError(401, Message.InvalidCredentials)
+
+    let signed: string
+    try {
+      signed = fastify.jwt.sign({})
+    } catch (err) {
+      request.log.error({ err }, 'token signing failed')
+      throw new ApiError(500, Message.CouldNotGenerateToken)
+    }
+    return envelope(200, Message.TokenGenerated, { token: signed })
+  })
+}
+
+export default token

@@ -1,0 +1,56 @@
+import type { FastifyInstance, FastifyServerOptions } from 'fastify'
+import * as env from '../plugins/external/env.js'
+import * as jwt from '../plugins/external/jwt.js'
+import postgres from '../plugins/external/postgres.js'
+import authenticate from '../plugins/app/authenticate.js'
+import booksRepository from '../plugins/app/books-repository.js'
+import migrate from '../plugins/app/migrate.js'
+import books from '../routes/books.js'
+import token from '../routes/token.js'
+import { Message, failure } from './envelope.js'
+import { clientErrorHandler, errorHandler } from './errors.js'
+
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const
+
+/**
+ * Server options. `fastify start -o` applies them, and the tests build the app through the
+ * same fastify-cli helper, so both run with exactly these.
+ */
+export const options: FastifyServerOptions = {
+  // A book is a few hundred bytes; 64 KiB leaves ample room and caps what a client can make us parse
+  bodyLimit: 64 * 1024,
+  requestTimeout: 30_000,
+  // The spec's fields have fixed types: "1999" must not become 1999, nor null become ""
+  ajv: { customOptions: { coerceTypes: false } },
+  // Fastify's own 503 while closing is not an envelope; in-flight requests finish instead
+  return503OnClosing: false,
+  clientErrorHandler,
+  frameworkErrors: errorHandler
+}
+
+export default async function app (fastify: FastifyInstance) {
+  // Order matters: configuration first, then the database (migrated before anything queries
+  // it), then the token machinery, then the routes that use all of them
+  await fastify.register(env.default, env.autoConfig)
+  await fastify.register(postgres)
+  await fastify.register(migrate)
+  await fastify.register(jwt.default, jwt.autoConfig)
+  await fastify.register(authenticate)
+  await fastify.register(booksRepository)
+
+  // Bodies are JSON only; anything else is 415 rather than a string that fails validation
+  fastify.removeContentTypeParser('text/plain')
+
+  fastify.setErrorHandler(errorHandler)
+  fastify.setNotFoundHandler(function (request, reply) {
+    const [path = ''] = request.url.split('?', 1)
+    const allowed = METHODS.filter((method) => fastify.findRoute({ method, url: path }) !== null)
+    if (allowed.length > 0) {
+      return reply.code(405).header('allow', allowed.join(', ')).send(failure(405, Message.MethodNotAllowed))
+    }
+    return reply.code(404).send(failure(404, Message.RouteNotFound))
+  })
+
+  await fastify.register(token)
+  await fastify.register(books)
+}

@@ -1,0 +1,23 @@
+import { Type, type Static } from '@sinclair/typebox'
+
+/**
+ * The whole configuration, read from the environment once at start-up. `PORT`, `HOST` and
+ * `LOG_LEVEL` are consumed by `fastify start` itself (see package.json); they are declared here
+ * so that a bad value is reported like any other.
+ */
+export const ConfigSchema = Type.Object({
+  DB_URL: Type.String({ pattern: '^postgres(ql)?://' }),
+  // RFC 7518 section 3.2: an HS256 key must be at least 256 bits
+  SECRET_TOKEN: Type.String({ minLength: 32 }),
+  AUTH_USERNAME: Type.String({ minLength: 1 }),
+  AUTH_PASSWORD: Type.String({ minLength: 1 }),
+  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
+  HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
+  LOG_LEVEL: Type.Union(
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
+    { default: 'info' }
+  ),
+  DB_POOL_MAX: Type.Integer({ minimum: 1, maximum: 100, default: 10 })
+})
+
+export type Config = Static<typeof ConfigSchema>

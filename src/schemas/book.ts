@@ -1,0 +1,54 @@
+import { Type, type Static } from '@sinclair/typebox'
+
+export const TEXT_MAX_LENGTH = 1000
+const INT4_MIN = -2147483648
+const INT4_MAX = 2147483647
+
+/**
+ * A title or author: not blank, no NUL (PostgreSQL text cannot hold it), bounded length.
+ * The pattern is anchored and its lookahead scans once, so it stays linear on long input.
+ */
+const BookText = Type.String({
+  minLength: 1,
+  maxLength: TEXT_MAX_LENGTH,
+  pattern: '^(?=\\s*\\S)[^\\u0000]*$'
+})
+
+/** PostgreSQL `integer`; years before the common era are negative. */
+const BookYear = Type.Integer({ minimum: INT4_MIN, maximum: INT4_MAX })
+
+export const BookSchema = Type.Object({
+  id: Type.Integer({ minimum: 1 }),
+  title: Type.String(),
+  author: Type.String(),
+  year: Type.Integer()
+}, { additionalProperties: false })
+
+/** Unknown fields, `id` among them, are not declared and so never reach the repository. */
+export const BookCreateSchema = Type.Object({
+  title: BookText,
+  author: BookText,
+  year: BookYear
+})
+
+export const BookPatchSchema = Type.Partial(BookCreateSchema)
+
+/**
+ * Matches digit strings that may be a book id; `parseBookId` applies the bigint bound, which a
+ * pattern cannot express readably.
+ */
+export const BookParamsSchema = Type.Object({
+  id: Type.String({ pattern: '^[1-9][0-9]{0,18}$' })
+})
+
+export type Book = Static<typeof BookSchema>
+export type BookCreate = Static<typeof BookCreateSchema>
+export type BookPatch = Static<typeof BookPatchSchema>
+
+const BIGINT_MAX = 9223372036854775807n
+const ID_SHAPE = /^[1-9][0-9]{0,18}$/
+
+/** The id as the decimal string PostgreSQL gets, or null when no book can have it. */
+export function parseBookId (raw: string): string | null {
+  return ID_SHAPE.test(raw) && BigInt(raw) <= BIGINT_MAX ? raw : null
+}
