@@ -30,9 +30,11 @@ const frameworkMessages: Record<number, MessageText> = {
 /**
  * SQLSTATE classes and socket codes that mean "the database cannot serve us right now", as
  * opposed to a bug in a query: 08 connection exception, 53 insufficient resources, 57P0x
- * operator intervention (shutdown, terminated backend), 57014 statement timeout.
+ * operator intervention (shutdown, terminated backend), 57014 statement timeout, and what a
+ * new connection can be refused with: 55000 (database not accepting connections), 3D000
+ * (database gone), 28 (credentials no longer accepted).
  */
-const UNAVAILABLE_SQLSTATE = /^(08|53|57P0|57014)/
+const UNAVAILABLE_SQLSTATE = /^(08|53|57P0|57014|55000|3D000|28)/
 const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE'])
 const UNAVAILABLE_POOL_MESSAGES = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error)/
 
