@@ -81,7 +81,10 @@ t.test('book routes', async (t) => {
       t.equal(status, 400, name)
       t.strictSame(body, { status: 400, message: 'Invalid input', data: null }, name)
     }
-    for (const [name, payload] of [['empty', ''], ['not JSON', '{"title":'], ['__proto__', '{"__proto__":{"x":1},"title":"t","author":"a","year":1}']]) {
+    const unparsable: Array<[string, string]> = [
+      ['empty', ''], ['not JSON', '{"title":'], ['__proto__', '{"__proto__":{"x":1},"title":"t","author":"a","year":1}']
+    ]
+    for (const [name, payload] of unparsable) {
       const { status, body } = await request({
         method: 'POST', url: '/book', headers: { 'content-type': 'application/json' }, payload
       })
