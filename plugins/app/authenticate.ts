@@ -19,10 +19,13 @@ export default fp(async function authenticate (fastify) {
   fastify.decorate('authenticate', async function (request: FastifyRequest) {
     const token = request.headers.authorization
     if (!token) throw new ApiError(401, Message.AuthorizationRequired)
+    let exp: number
     try {
-      fastify.jwt.verify(token)
+      ({ exp } = fastify.jwt.verify<{ exp: number }>(token))
     } catch {
       throw new ApiError(401, Message.InvalidToken)
     }
+    // fast-jwt still accepts during the millisecond `exp * 1000`; the token is expired from then on
+    if (exp * 1000 <= Date.now()) throw new ApiError(401, Message.InvalidToken)
   })
 }, { name: 'authenticate', dependencies: ['@fastify/jwt'] })
