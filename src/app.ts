@@ -4,6 +4,7 @@ import * as jwt from '../plugins/external/jwt.js'
 import postgres from '../plugins/external/postgres.js'
 import authenticate from '../plugins/app/authenticate.js'
 import booksRepository from '../plugins/app/books-repository.js'
+import gracefulClose from '../plugins/app/graceful-close.js'
 import migrate from '../plugins/app/migrate.js'
 import books from '../routes/books.js'
 import token from '../routes/token.js'
@@ -32,6 +33,7 @@ export default async function app (fastify: FastifyInstance) {
   // Order matters: configuration first, then the database (migrated before anything queries
   // it), then the token machinery, then the routes that use all of them
   await fastify.register(env.default, env.autoConfig)
+  await fastify.register(gracefulClose)
   await fastify.register(postgres)
   await fastify.register(migrate)
   await fastify.register(jwt.default, jwt.autoConfig)

@@ -1,0 +1,309 @@
+/**
+ * The service as a real process, started exactly as `npm start` starts it (`fastify start -o -r
+ * start-failure.js ... dist/src/app.js`, so `npm run build` must have run), talked to over real
+ * sockets. These cover what `inject` cannot: start-up failures, signals, Node's HTTP parser and
+ * the database going away under a running process.
+ */
+import t from 'tap'
+import { migrations } from '../src/db/migrations.js'
+import { ADMIN_URL, PASSWORD, SECRET, USERNAME, createDatabase, testEnv } from './helper.js'
+import {
+  databaseName, freePort, pgClient, probe, rawRequest, sleep, spawnService,
+  startService, withTimeout
+} from './server-helper.js'
+
+// About sixteen service processes (each also instrumented for coverage by tap): more than the
+// default 30 s when the machine is busy with the other test files
+t.setTimeout(60_000)
+// Each subtest has its own processes and database: run a few side by side
+t.jobs = 3
+
+const STACK_FRAME = '    at '
+
+function nonEmptyLines (text: string): string[] {
+  return text.split('\n').filter((line) => line.trim() !== '')
+}
+
+t.test('configuration errors stop the start-up with one line naming the variable', async (t) => {
+  // A real, empty database: were a check missing, the service would come up on it
+  const dbUrl = await createDatabase(t)
+  const valid = testEnv(dbUrl)
+  const without = (name: keyof typeof valid) => {
+    const env: Record<string, string> = { ...valid }
+    delete env[name]
+    return env
+  }
+  const cases: Array<{ name: string, variable: string, env: Record<string, string> }> = [
+    { name: 'DB_URL missing', variable: 'DB_URL', env: without('DB_URL') },
+    { name: 'DB_URL not a postgres URL', variable: 'DB_URL', env: { ...valid, DB_URL: 'mysql://root@127.0.0.1:3306/books' } },
+    { name: 'SECRET_TOKEN missing', variable: 'SECRET_TOKEN', env: without('SECRET_TOKEN') },
+    { name: 'SECRET_TOKEN of 31 bytes', variable: 'SECRET_TOKEN', env: { ...valid, SECRET_TOKEN: SECRET.slice(0, 31) } },
+    { name: 'AUTH_USERNAME missing', variable: 'AUTH_USERNAME', env: without('AUTH_USERNAME') },
+    { name: 'AUTH_PASSWORD missing', variable: 'AUTH_PASSWORD', env: without('AUTH_PASSWORD') },
+    { name: 'PORT not a number', variable: 'PORT', env: { ...valid, PORT: 'abc' } }
+  ]
+  t.equal(Buffer.byteLength(SECRET.slice(0, 31)), 31, 'precondition: the short secret is 31 bytes')
+  t.jobs = 2
+  for (const { name, variable, env } of cases) {
+    t.test(name, async (t) => {
+      const service = await spawnService(t, env)
+      const exit = await service.waitForExit()
+      t.not(exit.code, 0, 'exits with a failure code')
+      t.not(exit.code, null, 'exits by itself, not by a signal')
+      const lines = nonEmptyLines(service.stderr)
+      t.equal(lines.length, 1, 'stderr holds exactly one line')
+      t.match(lines[0], variable, 'the line names the variable')
+      t.notMatch(service.stderr, STACK_FRAME, 'no stack trace on stderr')
+      t.notMatch(service.stdout, STACK_FRAME, 'no stack trace on stdout')
+      for (const secret of [SECRET, SECRET.slice(0, 31), PASSWORD]) {
+        t.notMatch(service.stdout + service.stderr, secret, 'no secret in the output')
+      }
+      t.equal(await probe(service.port), 'refused', 'nothing listens on the port')
+    })
+  }
+})
+
+t.test('an unreachable database stops the start-up with one line about the database', async (t) => {
+  const deadPort = await freePort()
+  const dbPassword = 'db-password-that-must-stay-private'
+  const env = testEnv(`postgres://bookkeeping:${dbPassword}@127.0.0.1:${deadPort}/bookkeeping`)
+  t.equal(await probe(deadPort), 'refused', 'precondition: nothing listens where DB_URL points')
+  const service = await spawnService(t, env)
+  const exit = await service.waitForExit()
+  t.not(exit.code, 0, 'exits with a failure code')
+  t.not(exit.code, null, 'exits by itself, not by a signal')
+  const lines = nonEmptyLines(service.stderr)
+  t.equal(lines.length, 1, 'stderr holds exactly one line')
+  t.match(lines[0], /database/i, 'the line mentions the database')
+  t.notMatch(service.stdout + service.stderr, STACK_FRAME, 'no stack trace')
+  for (const secret of [SECRET, PASSWORD, dbPassword]) {
+    t.notMatch(service.stdout + service.stderr, secret, 'no secret or password in the output')
+  }
+  t.equal(await probe(service.port), 'refused', 'nothing listens on the port')
+})
+
+t.test('data survives a SIGTERM and a restart on the same database', async (t) => {
+  const dbUrl = await createDatabase(t)
+  const first = await startService(t, testEnv(dbUrl))
+  const token = await first.token()
+  const created = await first.request('POST', '/book', { token, body: { title: 'Dune', author: 'Frank Herbert', year: 1965 } })
+  t.equal(created.status, 201, `POST /book: ${created.text}`)
+  const book = (created.body as { data: { id: number } }).data
+  t.match(book, { id: Number, title: 'Dune', author: 'Frank Herbert', year: 1965 }, 'the created book')
+
+  first.child.kill('SIGTERM')
+  t.strictSame(await first.waitForExit(), { code: 0, signal: null }, 'SIGTERM exits 0')
+
+  const second = await startService(t, testEnv(dbUrl))
+  const secondToken = await second.token()
+  const read = await second.request('GET', `/book/${book.id}`, { token: secondToken })
+  t.equal(read.status, 200, `GET /book/:id after the restart: ${read.text}`)
+  t.strictSame(read.body, { status: 200, message: 'Book retrieved successfully', data: book }, 'the same book')
+  const list = await second.request('GET', '/books', { token: secondToken })
+  t.equal(list.status, 200, `GET /books after the restart: ${list.text}`)
+  t.strictSame(list.body, { status: 200, message: 'Books retrieved successfully', data: [book] }, 'the list holds it')
+})
+
+t.test('two instances starting together on a fresh database both come up and migrate once', async (t) => {
+  const dbUrl = await createDatabase(t)
+  const [a, b] = await Promise.all([spawnService(t, testEnv(dbUrl)), spawnService(t, testEnv(dbUrl))])
+  await Promise.all([a.listening(), b.listening()])
+
+  for (const service of [a, b]) {
+    const list = await service.request('GET', '/books', { token: await service.token() })
+    t.equal(list.status, 200, `GET /books on port ${service.port}: ${list.text}`)
+  }
+  t.equal(nonEmptyLines(a.stdout + b.stdout).filter((line) => line.includes('"applied migration"')).length,
+    migrations.length, 'each migration is applied by one instance only')
+
+  const db = await pgClient(t, dbUrl)
+  const tables = await db.query(
+    "SELECT table_schema, table_name FROM information_schema.tables WHERE table_name IN ('books', 'schema_migrations') ORDER BY table_name"
+  )
+  t.strictSame(tables.rows, [
+    { table_schema: 'public', table_name: 'books' },
+    { table_schema: 'public', table_name: 'schema_migrations' }
+  ], 'each table exists once')
+  const versions = await db.query('SELECT version, count(*)::int AS count FROM schema_migrations GROUP BY version ORDER BY version')
+  t.strictSame(versions.rows, migrations.map(({ version }) => ({ version, count: 1 })), 'one row per version')
+  const columns = await db.query(
+    `SELECT column_name, data_type, is_nullable, is_identity FROM information_schema.columns
+     WHERE table_schema = 'public' AND table_name = 'books' ORDER BY ordinal_position`
+  )
+  t.strictSame(columns.rows, [
+    { column_name: 'id', data_type: 'bigint', is_nullable: 'NO', is_identity: 'YES' },
+    { column_name: 'title', data_type: 'text', is_nullable: 'NO', is_identity: 'NO' },
+    { column_name: 'author', data_type: 'text', is_nullable: 'NO', is_identity: 'NO' },
+    { column_name: 'year', data_type: 'integer', is_nullable: 'NO', is_identity: 'NO' }
+  ], 'books columns')
+})
+
+t.test('SIGTERM lets a request in flight finish, then exits 0', async (t) => {
+  const dbUrl = await createDatabase(t)
+  const service = await startService(t, testEnv(dbUrl))
+  const token = await service.token()
+  const created = await service.request('POST', '/book', { token, body: { title: 'Emma', author: 'Jane Austen', year: 1815 } })
+  t.equal(created.status, 201, `POST /book: ${created.text}`)
+  const book = (created.body as { data: { id: number } }).data
+
+  const admin = await pgClient(t, ADMIN_URL)
+  const locker = await pgClient(t, dbUrl)
+  await locker.query('BEGIN')
+  await locker.query('SELECT * FROM books WHERE id = $1 FOR UPDATE', [book.id])
+
+  let settled = false
+  const put = service.request('PUT', `/book/${book.id}`, { token, body: { year: 2000 } })
+  put.then(() => { settled = true }, () => { settled = true })
+
+  // The UPDATE has reached the database and waits for the row lock
+  const deadline = Date.now() + 5000
+  for (;;) {
+    const waiting = await admin.query(
+      "SELECT count(*)::int AS count FROM pg_stat_activity WHERE datname = $1 AND application_name = 'bookkeeping' AND wait_event_type = 'Lock'",
+      [databaseName(dbUrl)]
+    )
+    if (waiting.rows[0].count === 1) break
+    if (Date.now() > deadline) throw new Error('the PUT never blocked on the row lock')
+    await sleep(20)
+  }
+
+  const signalled = Date.now()
+  service.child.kill('SIGTERM')
+  // While it drains, the listening socket is closed already (a connection caught in the middle
+  // of that may be reset rather than refused: probe again)
+  for (;;) {
+    if (await probe(service.port) === 'refused') break
+    if (Date.now() - signalled > 3000) throw new Error('still accepting connections 3 s after SIGTERM')
+    await sleep(20)
+  }
+  await sleep(Math.max(0, 300 - (Date.now() - signalled)))
+  t.equal(settled, false, 'the PUT is still waiting on the lock')
+  t.equal(service.exit, null, 'the process waits for the request in flight')
+
+  await locker.query('COMMIT')
+  const response = await withTimeout(put, 5000, 'the PUT to complete')
+  t.equal(response.status, 200, `the PUT in flight completes: ${response.text}`)
+  t.strictSame(response.body, { status: 200, message: 'Book updated successfully', data: { ...book, year: 2000 } }, 'with the updated book')
+  t.strictSame(await service.waitForExit(5000), { code: 0, signal: null }, 'exits 0 after draining')
+  t.equal(await probe(service.port), 'refused', 'nothing listens after the exit')
+
+  const stored = await locker.query('SELECT year FROM books WHERE id = $1', [book.id])
+  t.strictSame(stored.rows, [{ year: 2000 }], 'the update was committed')
+})
+
+t.test('SIGINT on an idle server exits 0', async (t) => {
+  const service = await startService(t, testEnv(await createDatabase(t)))
+  service.child.kill('SIGINT')
+  t.strictSame(await service.waitForExit(5000), { code: 0, signal: null }, 'exits 0')
+  t.equal(await probe(service.port), 'refused', 'nothing listens after the exit')
+})
+
+t.test("errors of Node's HTTP parser and of routing are envelopes", async (t) => {
+  const service = await startService(t, testEnv(await createDatabase(t)))
+  const cases = [
+    {
+      name: '20 KiB header',
+      request: `GET /books HTTP/1.1\r\nHost: localhost\r\nX-Filler: ${'a'.repeat(20 * 1024)}\r\nConnection: close\r\n\r\n`,
+      status: 431,
+      message: 'Request header fields too large'
+    },
+    { name: 'malformed request line', request: 'GARBAGE\r\n\r\n', status: 400, message: 'Bad request' },
+    {
+      name: 'malformed URL',
+      request: 'GET /book/%zz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n',
+      status: 400,
+      message: 'Bad request'
+    },
+    {
+      name: 'unknown path',
+      request: 'GET /no/such/path HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n',
+      status: 404,
+      message: 'Route not found'
+    },
+    {
+      name: 'unsupported method',
+      request: 'PATCH /books HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n',
+      status: 405,
+      message: 'Method not allowed'
+    }
+  ]
+  for (const { name, request, status, message } of cases) {
+    const response = await rawRequest(service.port, request)
+    t.equal(response.status, status, `${name}: status\n${response.body}`)
+    t.match(response.headers['content-type'], /^application\/json(;|$)/, `${name}: JSON content type`)
+    let body: unknown
+    t.doesNotThrow(() => { body = JSON.parse(response.body) }, `${name}: the body is JSON`)
+    t.strictSame(body, { status, message, data: null }, `${name}: envelope`)
+    if (status === 405) {
+      const allow = (response.headers.allow ?? '').split(',').map((method) => method.trim())
+      t.ok(allow.includes('GET'), `${name}: Allow names GET (${response.headers.allow})`)
+      t.notOk(allow.includes('PATCH'), `${name}: Allow does not name PATCH`)
+    }
+  }
+  t.equal(service.exit, null, 'the process is still running')
+})
+
+t.test('the process survives its idle pool connections being killed', async (t) => {
+  const dbUrl = await createDatabase(t)
+  const service = await startService(t, testEnv(dbUrl))
+  const token = await service.token()
+  // Concurrent requests leave several idle clients in the pool
+  const warm = await Promise.all(Array.from({ length: 5 }, () => service.request('GET', '/books', { token })))
+  t.strictSame(warm.map(({ status }) => status), [200, 200, 200, 200, 200], 'five concurrent GET /books')
+
+  const admin = await pgClient(t, ADMIN_URL)
+  const killed = await admin.query(
+    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'bookkeeping' AND datname = $1",
+    [databaseName(dbUrl)]
+  )
+  t.ok(killed.rowCount !== null && killed.rowCount >= 1, `idle pool connections were terminated (${killed.rowCount})`)
+  await sleep(200)
+  t.equal(service.exit, null, 'the process is alive')
+
+  const statuses: number[] = []
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const response = await service.request('GET', '/books', { token })
+    statuses.push(response.status)
+    if (response.status === 200) {
+      t.strictSame(response.body, { status: 200, message: 'Books retrieved successfully', data: [] })
+      break
+    }
+    t.strictSame(response.body, { status: 503, message: 'Service unavailable', data: null }, 'a failed attempt is a 503')
+  }
+  t.equal(statuses.at(-1), 200, `GET /books answers 200, at most one 503 first (got ${statuses.join(', ')})`)
+  t.equal(service.exit, null, 'the process has not exited')
+})
+
+t.test('the database going away while running gives 503, and coming back gives 200', async (t) => {
+  const dbUrl = await createDatabase(t)
+  const name = databaseName(dbUrl)
+  const admin = await pgClient(t, ADMIN_URL)
+  // Teardowns run last-in first-out: this runs before the database is dropped
+  t.teardown(() => admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`))
+  const service = await startService(t, testEnv(dbUrl))
+  const token = await service.token()
+  t.equal((await service.request('GET', '/books', { token })).status, 200)
+
+  await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
+  await admin.query(
+    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'bookkeeping' AND datname = $1",
+    [name]
+  )
+  await sleep(200)
+
+  const started = Date.now()
+  const down = await service.request('GET', '/books', { token, ms: 6000 })
+  t.ok(Date.now() - started < 6000, 'answered within 6 s')
+  t.equal(down.status, 503, `GET /books with the database gone: ${down.text}`)
+  t.strictSame(down.body, { status: 503, message: 'Service unavailable', data: null }, '503 envelope')
+  t.notMatch(down.text, /database|connect|terminat|accepting|ECONN|postgres|SQL|\bat\b|bookkeeping_test/i, 'no driver text')
+  t.equal(service.exit, null, 'the process is alive')
+  const login = await service.request('POST', '/token', { body: { username: USERNAME, password: PASSWORD } })
+  t.equal(login.status, 200, 'POST /token still works')
+
+  await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`)
+  const up = await service.request('GET', '/books', { token })
+  t.equal(up.status, 200, `GET /books with the database back: ${up.text}`)
+  t.strictSame(up.body, { status: 200, message: 'Books retrieved successfully', data: [] }, 'the empty list')
+  t.equal(service.exit, null, 'no restart was needed')
+})
