@@ -182,6 +182,37 @@ t.test('book routes', async (t) => {
     t.equal(wrongType.status, 404, 'even before the content type is checked')
   })
 
+  t.test('a body without a Content-Type is refused in the envelope, nothing stored', async (t) => {
+    const before = await stored()
+    const { status, body } = await request({ method: 'POST', url: '/book', payload: Buffer.from(JSON.stringify(BOOK)) })
+    t.strictSame({ status, body }, { status: 415, body: { status: 415, message: 'Unsupported media type', data: null } })
+    t.strictSame(await stored(), before)
+  })
+
+  t.test('PUT of a book deleted after its lookup is 404, and nothing is recreated', async (t) => {
+    const book = await create()
+    const [locker, watcher] = [new pg.Client({ connectionString: dbUrl }), new pg.Client({ connectionString: dbUrl })]
+    await Promise.all([locker.connect(), watcher.connect()])
+    t.teardown(() => Promise.all([locker.end(), watcher.end()]))
+    // The lookup reads past the row lock; the UPDATE waits for it, then finds the row gone
+    await locker.query('BEGIN')
+    await locker.query('SELECT id FROM books WHERE id = $1 FOR UPDATE', [book.id])
+    const update = request({ method: 'PUT', url: `/book/${book.id}`, payload: { title: 'too late' } })
+    let blocked = false
+    for (let waited = 0; !blocked && waited < 4000; waited += 20) {
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      const { rows } = await watcher.query(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE books%'")
+      blocked = rows[0].n > 0
+    }
+    t.ok(blocked, 'the UPDATE waits for the row lock')
+    await locker.query('DELETE FROM books WHERE id = $1', [book.id])
+    await locker.query('COMMIT')
+    const { status, body } = await update
+    t.strictSame({ status, body }, { status: 404, body: { status: 404, message: 'Book not found', data: null } })
+    t.equal((await request({ method: 'GET', url: `/book/${book.id}` })).status, 404)
+  })
+
   t.test('DELETE /book/<id> deletes once, then 404', async (t) => {
     const book = await create()
     const first = await request({ method: 'DELETE', url: `/book/${book.id}` })
