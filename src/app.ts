@@ -1,4 +1,5 @@
-import type { FastifyInstance, FastifyServerOptions } from 'fastify'
+import type { Server } from 'node:http'
+import type { FastifyHttpOptions, FastifyInstance } from 'fastify'
 import * as env from '../plugins/external/env.js'
 import * as jwt from '../plugins/external/jwt.js'
 import postgres from '../plugins/external/postgres.js'
@@ -17,10 +18,18 @@ const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as 
  * Server options. `fastify start -o` applies them, and the tests build the app through the
  * same fastify-cli helper, so both run with exactly these.
  */
-export const options: FastifyServerOptions = {
+export const options: FastifyHttpOptions<Server> = {
   // A book is a few hundred bytes; 64 KiB leaves ample room and caps what a client can make us parse
   bodyLimit: 64 * 1024,
-  requestTimeout: 30_000,
+  // Fastify sets no limit by default: a client trickling its body would hold a socket forever
+  requestTimeout: 10_000,
+  // Above the 60 s idle timeout of common load balancers, so they close first (Fastify's default)
+  keepAliveTimeout: 72_000,
+  http: {
+    headersTimeout: 5_000,
+    // How often Node enforces the two timeouts above; its default of 30 s would blur them
+    connectionsCheckingInterval: 1_000
+  },
   // The spec's fields have fixed types: "1999" must not become 1999, nor null become ""
   ajv: { customOptions: { coerceTypes: false } },
   // Fastify's own 503 while closing is not an envelope; in-flight requests finish instead

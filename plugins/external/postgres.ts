@@ -1,6 +1,9 @@
 import fastifyPostgres from '@fastify/postgres'
 import fp from 'fastify-plugin'
 
+export const DB_CONNECT_TIMEOUT_MS = 2_000
+export const DB_QUERY_TIMEOUT_MS = 3_000
+
 /**
  * The PostgreSQL pool as `fastify.pg`, closed when the server closes.
  *
@@ -16,11 +19,15 @@ export default fp(async function postgres (fastify) {
     connectionString: DB_URL,
     max: DB_POOL_MAX,
     application_name: 'bookkeeping',
-    // Without these a lost database makes requests wait forever
-    connectionTimeoutMillis: 5000,
-    statement_timeout: 5000,
-    idle_in_transaction_session_timeout: 5000,
-    keepAlive: true
+    // A lost database must cost a request at most 5 s: 2 s to get a connection, 3 s for the
+    // query. The server cancels a slow statement itself; the client-side timeout covers a
+    // network that swallows packets, and its connection is then discarded, not reused.
+    connectionTimeoutMillis: DB_CONNECT_TIMEOUT_MS,
+    statement_timeout: DB_QUERY_TIMEOUT_MS,
+    query_timeout: DB_QUERY_TIMEOUT_MS + 100,
+    idle_in_transaction_session_timeout: DB_QUERY_TIMEOUT_MS,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000
   })
   fastify.pg.pool.on('error', (err) => {
     fastify.log.warn({ err }, 'idle database connection lost')
