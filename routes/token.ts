@@ -14,7 +14,14 @@ const token: FastifyPluginAsyncTypebox = async (fastify) => {
   const password = digest(fastify.config.AUTH_PASSWORD)
 
   fastify.post('/token', {
-    config: { invalidBodyMessage: Message.InvalidRequestPayload },
+    config: {
+      invalidBodyMessage: Message.InvalidRequestPayload,
+      rateLimit: { max: fastify.config.TOKEN_RATE_LIMIT, timeWindow: 60_000 }
+    },
+    // RFC 6749 section 5.1: token responses, errors included, must not be cached
+    onSend: async function (request, reply) {
+      reply.header('cache-control', 'no-store')
+    },
     schema: {
       body: LoginSchema,
       response: {

@@ -1,18 +1,24 @@
+import { randomUUID } from 'node:crypto'
 import type { Server } from 'node:http'
 import type { FastifyHttpOptions, FastifyInstance } from 'fastify'
 import * as env from '../plugins/external/env.js'
 import * as jwt from '../plugins/external/jwt.js'
+import * as rateLimit from '../plugins/external/rate-limit.js'
 import postgres from '../plugins/external/postgres.js'
 import authenticate from '../plugins/app/authenticate.js'
 import booksRepository from '../plugins/app/books-repository.js'
 import gracefulClose from '../plugins/app/graceful-close.js'
 import migrate from '../plugins/app/migrate.js'
+import responseHeaders, { setResponseHeaders } from '../plugins/app/response-headers.js'
 import books from '../routes/books.js'
 import token from '../routes/token.js'
 import { Message, failure } from './envelope.js'
 import { clientErrorHandler, errorHandler } from './errors.js'
+import { RequestLogController } from './request-log.js'
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const
+
+const requestLog = new RequestLogController()
 
 /**
  * Server options. `fastify start -o` applies them, and the tests build the app through the
@@ -35,7 +41,28 @@ export const options: FastifyHttpOptions<Server> = {
   // Fastify's own 503 while closing is not an envelope; in-flight requests finish instead
   return503OnClosing: false,
   clientErrorHandler,
-  frameworkErrors: errorHandler
+  // A URL the router cannot decode skips every hook and response listener: set the headers and
+  // write the log line here
+  frameworkErrors (error, request, reply) {
+    setResponseHeaders(request, reply)
+    errorHandler(error, request, reply)
+    requestLog.requestCompleted(null, request, reply)
+  },
+  logController: requestLog,
+  // An over-long id is still just an id no book has (404), not a 414
+  routerOptions: { maxParamLength: 16 * 1024 },
+  genReqId: () => randomUUID(),
+  logger: {
+    // Nothing logs headers, bodies or configuration today; this keeps a future line from leaking them
+    redact: {
+      paths: [
+        'req.headers.authorization', 'headers.authorization', '*.headers.authorization',
+        'password', '*.password', 'token', '*.token', 'SECRET_TOKEN', '*.SECRET_TOKEN',
+        'AUTH_PASSWORD', '*.AUTH_PASSWORD', 'DB_URL', '*.DB_URL'
+      ],
+      censor: '[redacted]'
+    }
+  }
 }
 
 export default async function app (fastify: FastifyInstance) {
@@ -43,9 +70,11 @@ export default async function app (fastify: FastifyInstance) {
   // it), then the token machinery, then the routes that use all of them
   await fastify.register(env.default, env.autoConfig)
   await fastify.register(gracefulClose)
+  await fastify.register(responseHeaders)
   await fastify.register(postgres)
   await fastify.register(migrate)
   await fastify.register(jwt.default, jwt.autoConfig)
+  await fastify.register(rateLimit.default, rateLimit.autoConfig)
   await fastify.register(authenticate)
   await fastify.register(booksRepository)
 

@@ -17,7 +17,9 @@ export const ConfigSchema = Type.Object({
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info' }
   ),
-  DB_POOL_MAX: Type.Integer({ minimum: 1, maximum: 100, default: 10 })
+  DB_POOL_MAX: Type.Integer({ minimum: 1, maximum: 100, default: 10 }),
+  // Attempts at POST /token per client address and minute
+  TOKEN_RATE_LIMIT: Type.Integer({ minimum: 1, default: 30 })
 })
 
 export type Config = Static<typeof ConfigSchema>

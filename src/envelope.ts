@@ -24,6 +24,7 @@ export const Message = {
   MethodNotAllowed: 'Method not allowed',
   RequestTimeout: 'Request timeout',
   PayloadTooLarge: 'Payload too large',
+  TooManyRequests: 'Too many requests',
   UnsupportedMediaType: 'Unsupported media type',
   HeadersTooLarge: 'Request header fields too large',
   InternalServerError: 'Internal server error',

@@ -224,7 +224,8 @@ t.test('POST /token answers 500 Could not generate token when signing fails', as
     PORT: 8080,
     HOST: '127.0.0.1',
     LOG_LEVEL: 'silent',
-    DB_POOL_MAX: 1
+    DB_POOL_MAX: 1,
+    TOKEN_RATE_LIMIT: 30
   })
   let signCalls = 0
   // Only the signer is faked; the route uses nothing else of @fastify/jwt

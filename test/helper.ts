@@ -41,16 +41,18 @@ export function testEnv (dbUrl: string): Record<string, string> {
     DB_URL: dbUrl,
     SECRET_TOKEN: SECRET,
     AUTH_USERNAME: USERNAME,
-    AUTH_PASSWORD: PASSWORD
+    AUTH_PASSWORD: PASSWORD,
+    // Far above what any test file sends; test/operations.test.ts checks the limit itself
+    TOKEN_RATE_LIMIT: '10000'
   }
 }
 
 /**
  * The app as `fastify start -o` builds it (same plugin, same server options), on `dbUrl` or a
- * fresh database, closed when the test ends.
+ * fresh database, with `env` over the test environment, closed when the test ends.
  */
-export async function build (t: Test, dbUrl?: string): Promise<FastifyInstance> {
-  Object.assign(process.env, testEnv(dbUrl ?? await createDatabase(t)))
+export async function build (t: Test, dbUrl?: string, env: Record<string, string> = {}): Promise<FastifyInstance> {
+  Object.assign(process.env, testEnv(dbUrl ?? await createDatabase(t)), env)
   const app = await buildApplication(['-o', APP_PATH], {}) as unknown as FastifyInstance
   t.teardown(() => app.close())
   return app

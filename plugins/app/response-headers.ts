@@ -1,0 +1,18 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+
+/**
+ * Headers on every response: `nosniff`, since the bodies are JSON and must never be taken for
+ * anything else, and the request id that the log line of this request carries, so a client's
+ * report can be matched to the log.
+ */
+export function setResponseHeaders (request: FastifyRequest, reply: FastifyReply) {
+  reply.header('x-content-type-options', 'nosniff')
+  reply.header('x-request-id', request.id)
+}
+
+export default fp(async function responseHeaders (fastify) {
+  fastify.addHook('onSend', async function (request, reply) {
+    setResponseHeaders(request, reply)
+  })
+}, { name: 'response-headers' })
