@@ -1,0 +1,306 @@
+/**
+ * The database failing under a running service, started exactly as `npm start` starts it (so
+ * `npm run build` must have run). The service reaches PostgreSQL through a TCP proxy
+ * (test/tcp-proxy.ts) that cuts or blackholes the network, or directly while its backends are
+ * terminated. Requests that need the database must answer the 503 envelope within 5 s, the
+ * others must not notice, the process must stay up, and service must resume without a restart.
+ */
+import { isDeepStrictEqual } from 'node:util'
+import t, { type Test } from 'tap'
+import { ADMIN_URL, PASSWORD, USERNAME, createDatabase, testEnv } from './helper.js'
+import { databaseName, pgClient, probe, sleep, startService, type Service } from './server-helper.js'
+import { TcpProxy } from './tcp-proxy.js'
+
+// Each fault waits out the service's own timeouts (2 s to connect, 3 s per query) at least once
+t.setTimeout(60_000)
+// Each subtest has its own service, database and proxy
+t.jobs = 3
+
+/** The service's promise: a lost database costs a request at most 5 s. */
+const DATABASE_BOUND = 5000
+/** A blackhole is only noticed by timeouts: allow a little scheduling slack. */
+const BLACKHOLE_BOUND = 5500
+/** What does not need the database must not slow down. */
+const QUICK_BOUND = 1000
+/** How long service may take to resume once the network is back. */
+const RECOVERY_BOUND = 5000
+/** The client gives up later than every bound, so an overrun is measured rather than cut short. */
+const CLIENT_ABORT = 8000
+
+const UNAVAILABLE = { status: 503, message: 'Service unavailable', data: null }
+const BOOK = { title: 'Dune', author: 'Frank Herbert', year: 1965 }
+
+interface Call {
+  label: string
+  method: string
+  path: string
+  token?: string
+  body?: unknown
+}
+
+interface Outcome extends Call {
+  ms: number
+  status?: number
+  body?: unknown
+  text?: string
+  error?: string
+}
+
+/** A request that never throws: what came back (or the error) and how long it took. */
+async function timed (service: Service, call: Call): Promise<Outcome> {
+  const started = performance.now()
+  try {
+    const response = await service.request(call.method, call.path, { token: call.token, body: call.body, ms: CLIENT_ABORT })
+    return { ...call, ms: Math.round(performance.now() - started), status: response.status, body: response.body, text: response.text }
+  } catch (err) {
+    return { ...call, ms: Math.round(performance.now() - started), error: (err as Error).message }
+  }
+}
+
+/** One of each book operation, all with a valid token, all on the book created first (id 1). */
+function databaseCalls (token: string): Call[] {
+  return [
+    { label: 'GET /books', method: 'GET', path: '/books', token },
+    { label: 'GET /book/1', method: 'GET', path: '/book/1', token },
+    { label: 'POST /book', method: 'POST', path: '/book', token, body: { title: 'Emma', author: 'Jane Austen', year: 1815 } },
+    { label: 'PUT /book/1', method: 'PUT', path: '/book/1', token, body: { year: 2000 } },
+    { label: 'DELETE /book/1', method: 'DELETE', path: '/book/1', token }
+  ]
+}
+
+function describe (outcome: Outcome): string {
+  return outcome.error === undefined
+    ? `${outcome.status} after ${outcome.ms} ms: ${outcome.text}`
+    : `no response after ${outcome.ms} ms: ${outcome.error}`
+}
+
+/** The measured latencies, in the test output. */
+function report (t: Test, what: string, outcomes: Outcome[]) {
+  const each = outcomes.map(({ label, status, error, ms }) => `${label} ${status ?? error} in ${ms} ms`)
+  t.comment(`${what}: ${each.join(', ')}`)
+}
+
+function assertUnavailable (t: Test, outcomes: Outcome[], bound: number, what: string) {
+  for (const outcome of outcomes) {
+    const name = `${what}: ${outcome.label}`
+    t.equal(outcome.error, undefined, `${name} gets a response`)
+    t.equal(outcome.status, 503, `${name} answers 503 (${describe(outcome)})`)
+    t.strictSame(outcome.body, UNAVAILABLE, `${name} answers the 503 envelope`)
+    t.ok(outcome.ms < bound, `${name} answers within ${bound} ms (${outcome.ms} ms)`)
+  }
+  report(t, what, outcomes)
+}
+
+/** Token checks and POST /token never touch the database: they keep answering, quickly. */
+async function assertNoDatabaseNeeded (t: Test, service: Service, token: string, what: string) {
+  const cases: Array<{ call: Call, status: number, message: string }> = [
+    {
+      call: { label: 'GET /books without a token', method: 'GET', path: '/books' },
+      status: 401,
+      message: 'Authorization token required'
+    },
+    {
+      call: { label: 'DELETE /book/1 with an invalid token', method: 'DELETE', path: '/book/1', token: `${token}x` },
+      status: 401,
+      message: 'Invalid token'
+    },
+    {
+      call: { label: 'POST /token', method: 'POST', path: '/token', body: { username: USERNAME, password: PASSWORD } },
+      status: 200,
+      message: 'Token generated successfully'
+    }
+  ]
+  const outcomes = await Promise.all(cases.map(({ call }) => timed(service, call)))
+  cases.forEach(({ status, message }, index) => {
+    const outcome = outcomes[index]!
+    const name = `${what}: ${outcome.label}`
+    t.equal(outcome.status, status, `${name} answers ${status} (${describe(outcome)})`)
+    if (status === 200) {
+      t.match(outcome.body, { status, message, data: { token: String } }, `${name} issues a token`)
+    } else {
+      t.strictSame(outcome.body, { status, message, data: null }, `${name} answers the ${status} envelope`)
+    }
+    t.ok(outcome.ms < QUICK_BOUND, `${name} answers within ${QUICK_BOUND} ms (${outcome.ms} ms)`)
+  })
+  report(t, what, outcomes)
+}
+
+/** GET /books until it answers 200, for at most RECOVERY_BOUND. */
+async function assertRecovers (t: Test, service: Service, token: string, books: unknown[]) {
+  const started = performance.now()
+  const seen: string[] = []
+  let last: Outcome
+  for (;;) {
+    last = await timed(service, { label: 'GET /books', method: 'GET', path: '/books', token })
+    seen.push(String(last.status ?? last.error))
+    if (last.status === 200 || service.exit !== null || performance.now() - started >= RECOVERY_BOUND) break
+    await sleep(100)
+  }
+  const ms = Math.round(performance.now() - started)
+  t.equal(last.status, 200, `GET /books answers 200 again within ${RECOVERY_BOUND} ms (after ${ms} ms: ${seen.join(', ')})`)
+  t.strictSame(last.body, { status: 200, message: 'Books retrieved successfully', data: books }, 'with the books stored before the outage')
+  t.comment(`recovered after ${ms} ms and ${seen.length} attempt(s): ${seen.join(', ')}`)
+  t.equal(service.exit, null, 'no restart was needed')
+}
+
+/**
+ * A service whose DB_URL points at a proxy in front of a fresh database, with one book (id 1)
+ * and a warm pool: several idle connections that the fault will catch open.
+ */
+async function serviceBehindProxy (t: Test) {
+  const dbUrl = await createDatabase(t)
+  const proxy = await TcpProxy.start(t, Number(new URL(dbUrl).port || 5432))
+  const proxied = new URL(dbUrl)
+  proxied.port = String(proxy.port)
+  const service = await startService(t, testEnv(proxied.toString()))
+  const token = await service.token()
+  const created = await service.request('POST', '/book', { token, body: BOOK })
+  t.equal(created.status, 201, `POST /book: ${created.text}`)
+  const book = (created.body as { data: unknown }).data
+  t.strictSame(book, { id: 1, ...BOOK }, 'the book has id 1')
+  const warm = await Promise.all(Array.from({ length: 8 }, () => service.request('GET', '/books', { token })))
+  t.strictSame(warm.map(({ status }) => status), Array(8).fill(200), 'eight concurrent GET /books warm the pool')
+  t.ok(proxy.openSockets >= 4, `the pool holds connections through the proxy (${proxy.openSockets / 2})`)
+  return { dbUrl, proxy, service, token, book }
+}
+
+/**
+ * Holds an exclusive lock on `books` from a direct connection, so that every book request
+ * blocks inside PostgreSQL: requests are then in flight, for certain, when the fault starts.
+ * `release` first terminates the service's backends still waiting (their client is gone; once
+ * the lock is free a stranded INSERT or DELETE would otherwise still commit), then rolls back.
+ */
+async function lockBooks (t: Test, dbUrl: string) {
+  const admin = await pgClient(t, ADMIN_URL)
+  const locker = await pgClient(t, dbUrl)
+  await locker.query('BEGIN')
+  await locker.query('LOCK TABLE books IN ACCESS EXCLUSIVE MODE')
+  const waiting = async () => (await admin.query(
+    "SELECT count(*)::int AS count FROM pg_stat_activity WHERE datname = $1 AND application_name = 'bookkeeping' AND wait_event_type = 'Lock'",
+    [databaseName(dbUrl)]
+  )).rows[0].count as number
+  return {
+    async waitForBlocked (count: number) {
+      const deadline = Date.now() + 3000
+      for (;;) {
+        const blocked = await waiting()
+        if (blocked === count) return
+        if (Date.now() > deadline) throw new Error(`${blocked} of ${count} requests are waiting on the lock`)
+        await sleep(20)
+      }
+    },
+    async release () {
+      await admin.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'bookkeeping' AND wait_event_type = 'Lock'",
+        [databaseName(dbUrl)]
+      )
+      await locker.query('ROLLBACK')
+    }
+  }
+}
+
+t.test('database unreachable (connections cut, new ones refused): 503 within 5 s, then service resumes', async (t) => {
+  const { dbUrl, proxy, service, token, book } = await serviceBehindProxy(t)
+
+  // Requests blocked inside PostgreSQL when the connections are cut
+  const lock = await lockBooks(t, dbUrl)
+  const inFlight = Promise.all(databaseCalls(token).map((call) => timed(service, call)))
+  await lock.waitForBlocked(5)
+  await proxy.cut()
+  t.equal(proxy.openSockets, 0, 'precondition: the proxy holds no connection')
+  t.equal(await probe(proxy.port), 'refused', 'precondition: the proxy refuses new connections')
+  const interrupted = await inFlight
+  await lock.release()
+  assertUnavailable(t, interrupted, DATABASE_BOUND, 'in flight when cut')
+
+  // New requests while nothing can connect, one at a time, each measured
+  const refused: Outcome[] = []
+  for (const call of databaseCalls(token)) refused.push(await timed(service, call))
+  assertUnavailable(t, refused, DATABASE_BOUND, 'while cut')
+  await assertNoDatabaseNeeded(t, service, token, 'while cut')
+  t.equal(service.exit, null, 'the process is still running')
+
+  await proxy.restore()
+  await assertRecovers(t, service, token, [book])
+})
+
+t.test('database blackholed (bytes swallowed, nothing refused): 503 within the bound, nothing hangs, then service resumes', async (t) => {
+  const { dbUrl, proxy, service, token, book } = await serviceBehindProxy(t)
+
+  // Requests blocked inside PostgreSQL when the network starts swallowing packets
+  const lock = await lockBooks(t, dbUrl)
+  const inFlight = Promise.all(databaseCalls(token).map((call) => timed(service, call)))
+  await lock.waitForBlocked(5)
+  await proxy.blackhole()
+  const openAtBlackhole = proxy.openSockets
+  // New requests meanwhile: the pool hands out its idle connections (queries swallowed) and
+  // opens new ones (accepted, start-up swallowed)
+  const fresh = Promise.all(databaseCalls(token).map((call) => timed(service, call)))
+  await assertNoDatabaseNeeded(t, service, token, 'while blackholed')
+  const [stranded, swallowed] = await Promise.all([inFlight, fresh])
+  await lock.release()
+  t.ok(openAtBlackhole >= 2, `precondition: connections were open when the blackhole started (${openAtBlackhole / 2})`)
+  t.ok(proxy.droppedBytes > 0, `precondition: the proxy swallowed bytes (${proxy.droppedBytes})`)
+  assertUnavailable(t, stranded, BLACKHOLE_BOUND, 'in flight when blackholed')
+  assertUnavailable(t, swallowed, BLACKHOLE_BOUND, 'while blackholed')
+
+  // Once the pool's connections have all been given up, new ones only: the same again
+  const again = Promise.all(databaseCalls(token).map((call) => timed(service, call)))
+  assertUnavailable(t, await again, BLACKHOLE_BOUND, 'while still blackholed')
+  t.equal(service.exit, null, 'the process is still running')
+
+  await proxy.restore()
+  await assertRecovers(t, service, token, [book])
+
+  await proxy.close()
+  t.equal(proxy.openSockets, 0, 'the proxy leaves no socket open')
+  t.equal(await probe(proxy.port), 'refused', 'nor a listener')
+})
+
+t.test('backends terminated under load: only 200 or the 503 envelope, the process survives, then 200', async (t) => {
+  const dbUrl = await createDatabase(t)
+  const service = await startService(t, testEnv(dbUrl))
+  const token = await service.token()
+  const admin = await pgClient(t, ADMIN_URL)
+  const LOOPS = 8
+  const DURATION = 1500
+  const OK = { status: 200, message: 'Books retrieved successfully', data: [] }
+
+  const started = performance.now()
+  const outcomes: Outcome[] = []
+  const loops = Array.from({ length: LOOPS }, async () => {
+    while (performance.now() - started < DURATION) {
+      outcomes.push(await timed(service, { label: 'GET /books', method: 'GET', path: '/books', token }))
+    }
+  })
+  const killed: number[] = []
+  for (const at of [400, 900]) {
+    await sleep(at - (performance.now() - started))
+    const result = await admin.query(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'bookkeeping' AND datname = $1",
+      [databaseName(dbUrl)]
+    )
+    killed.push(result.rowCount ?? 0)
+  }
+  await Promise.all(loops)
+
+  t.ok(killed.every((count) => count >= 1), `each round terminated the service's backends (${killed.join(', ')})`)
+  const unexpected = outcomes.filter((outcome) =>
+    outcome.error !== undefined ||
+    !((outcome.status === 200 && isDeepStrictEqual(outcome.body, OK)) ||
+      (outcome.status === 503 && isDeepStrictEqual(outcome.body, UNAVAILABLE))))
+  const count = (status: number) => outcomes.filter((outcome) => outcome.status === status).length
+  t.ok(outcomes.length > LOOPS * 5, `the loops ran (${outcomes.length} requests)`)
+  t.strictSame(unexpected.map(({ status, text, error, ms }) => ({ status, text, error, ms })), [],
+    `every response is 200 or the 503 envelope (${count(200)} × 200, ${count(503)} × 503 of ${outcomes.length})`)
+  const unavailable = outcomes.filter(({ status }) => status === 503).map(({ ms }) => `${ms} ms`)
+  t.comment(`terminated ${killed.join(' and ')} backends; ${count(200)} × 200, ${count(503)} × 503 ` +
+    `(${unavailable.join(', ')}), slowest response ${Math.max(...outcomes.map(({ ms }) => ms))} ms`)
+  t.equal(service.exit, null, 'the process is still running')
+
+  const after = await Promise.all(Array.from({ length: LOOPS }, () =>
+    timed(service, { label: 'GET /books', method: 'GET', path: '/books', token })))
+  t.strictSame(after.map(({ status, error }) => status ?? error), Array(LOOPS).fill(200), 'the next requests all answer 200')
+  for (const outcome of after) t.strictSame(outcome.body, OK, 'with the empty list')
+  t.equal(service.exit, null, 'the process has not exited')
+})

@@ -1,0 +1,208 @@
+/**
+ * A TCP proxy between the service and PostgreSQL, to break the network under a running service
+ * with real sockets: `cut()` (connections reset, new ones refused), `blackhole()` (every byte
+ * swallowed, nothing refused) and `restore()`. Everything it opened is closed when the test ends.
+ */
+import { connect, createServer, type Server, type Socket } from 'node:net'
+import type { Test } from 'tap'
+import { withTimeout } from './server-helper.js'
+
+export type ProxyMode = 'forward' | 'cut' | 'blackhole' | 'closed'
+
+/** How long the proxy may take to listen or to close its sockets. */
+const SOCKET_TIMEOUT = 5000
+
+/** One accepted connection and, unless it was accepted while blackholed, its upstream. */
+interface Link {
+  downstream: Socket
+  upstream: Socket | null
+  /**
+   * Bytes or a FIN were swallowed, or the upstream went away, while blackholed: the stream no
+   * longer carries the protocol and cannot be forwarded again (TCP never drops bytes silently).
+   */
+  broken: boolean
+}
+
+export class TcpProxy {
+  mode: ProxyMode = 'forward'
+  /** Connections accepted so far, and bytes swallowed while blackholed, for the reports. */
+  accepted = 0
+  droppedBytes = 0
+  readonly #links = new Set<Link>()
+  readonly #sockets = new Set<Socket>()
+  readonly #server: Server
+
+  private constructor (readonly port: number, readonly targetHost: string, readonly targetPort: number, server: Server) {
+    this.#server = server
+  }
+
+  /** A proxy on 127.0.0.1, on a port the system picks, forwarding to `targetPort`; closed when `t` ends. */
+  static async start (t: Test, targetPort = 5432, targetHost = '127.0.0.1'): Promise<TcpProxy> {
+    const server = createServer({ allowHalfOpen: true })
+    await listen(server, 0)
+    const address = server.address()
+    if (address === null || typeof address === 'string') throw new Error('the proxy has no port')
+    const proxy = new TcpProxy(address.port, targetHost, targetPort, server)
+    server.on('connection', (socket) => proxy.#accept(socket))
+    t.teardown(() => proxy.close())
+    return proxy
+  }
+
+  /** Sockets the proxy opened or accepted that are not closed yet, on either side. */
+  get openSockets (): number {
+    return this.#sockets.size
+  }
+
+  get listening (): boolean {
+    return this.#server.listening
+  }
+
+  /** Destroys every open connection in both directions and refuses new ones (nothing listens). */
+  async cut (): Promise<void> {
+    this.#assertOpen()
+    this.mode = 'cut'
+    await this.#shutDown()
+  }
+
+  /**
+   * Keeps every socket open but swallows all bytes (and FINs) in both directions; new
+   * connections are accepted and never forwarded. Like a network that drops packets.
+   */
+  async blackhole (): Promise<void> {
+    this.#assertOpen()
+    this.mode = 'blackhole'
+    // A socket paused for backpressure would hold bytes back instead of swallowing them
+    for (const { downstream, upstream } of this.#links) {
+      downstream.resume()
+      upstream?.resume()
+    }
+    if (!this.listening) await listen(this.#server, this.port)
+  }
+
+  /**
+   * Forwards again, listening on the same port. Connections that cannot carry the protocol any
+   * more (bytes swallowed, or accepted without an upstream) are destroyed, as the network would
+   * eventually reset them; untouched ones carry on.
+   */
+  async restore (): Promise<void> {
+    this.#assertOpen()
+    await this.#destroyLinks((link) => link.broken || link.upstream === null)
+    this.mode = 'forward'
+    if (!this.listening) await listen(this.#server, this.port)
+  }
+
+  /** Stops listening and destroys every socket. */
+  async close (): Promise<void> {
+    if (this.mode === 'closed') return
+    this.mode = 'closed'
+    await this.#shutDown()
+  }
+
+  #assertOpen () {
+    if (this.mode === 'closed') throw new Error('the proxy is closed')
+  }
+
+  #track (socket: Socket) {
+    this.#sockets.add(socket)
+    socket.on('error', () => {})
+    socket.once('close', () => this.#sockets.delete(socket))
+  }
+
+  #accept (downstream: Socket) {
+    this.accepted++
+    this.#track(downstream)
+    if (this.mode === 'cut' || this.mode === 'closed') {
+      // Accepted just before the listener closed
+      downstream.destroy()
+      return
+    }
+    const link: Link = { downstream, upstream: null, broken: false }
+    this.#links.add(link)
+    downstream.once('close', () => {
+      // The service closed it: whatever the mode, no reason to keep a backend busy
+      link.upstream?.destroy()
+      this.#links.delete(link)
+    })
+    if (this.mode === 'forward') {
+      const upstream = connect({ host: this.targetHost, port: this.targetPort, allowHalfOpen: true })
+      link.upstream = upstream
+      this.#track(upstream)
+      upstream.once('close', () => {
+        // PostgreSQL closed it. A blackhole would swallow the news; otherwise pass it on.
+        if (this.mode === 'blackhole') link.broken = true
+        else downstream.destroy()
+      })
+      this.#pipe(link, downstream, upstream)
+      this.#pipe(link, upstream, downstream)
+    } else {
+      downstream.on('data', (chunk: Buffer) => this.#swallow(link, chunk))
+    }
+  }
+
+  /** Carries `from`'s bytes and FIN to `to` while forwarding, swallows them while blackholed. */
+  #pipe (link: Link, from: Socket, to: Socket) {
+    from.on('data', (chunk: Buffer) => {
+      if (this.mode !== 'forward' || link.broken) {
+        this.#swallow(link, chunk)
+        return
+      }
+      if (!to.write(chunk)) {
+        from.pause()
+        to.once('drain', () => { if (!from.destroyed) from.resume() })
+      }
+    })
+    from.once('end', () => {
+      if (this.mode === 'forward' && !link.broken) to.end()
+      else link.broken = true
+    })
+  }
+
+  #swallow (link: Link, chunk: Buffer) {
+    link.broken = true
+    this.droppedBytes += chunk.length
+  }
+
+  async #destroyLinks (which: (link: Link) => boolean): Promise<void> {
+    const doomed: Socket[] = []
+    for (const link of [...this.#links]) {
+      if (!which(link)) continue
+      this.#links.delete(link)
+      doomed.push(link.downstream)
+      if (link.upstream !== null) doomed.push(link.upstream)
+    }
+    await destroy(doomed)
+  }
+
+  /** Stops listening at once (new connections are refused), then destroys every socket. */
+  async #shutDown (): Promise<void> {
+    // The listener's 'close' also waits for the accepted sockets, destroyed right after
+    const closed = this.listening
+      ? new Promise<void>((resolve) => this.#server.close(() => resolve()))
+      : Promise.resolve()
+    await this.#destroyLinks(() => true)
+    // Whatever is left (a socket accepted while being cut): nothing may outlive a cut
+    await destroy([...this.#sockets])
+    await withTimeout(closed, SOCKET_TIMEOUT, 'the proxy to stop listening')
+  }
+}
+
+/** Destroys `sockets` and waits until each has closed. */
+async function destroy (sockets: Socket[]): Promise<void> {
+  const closing = sockets.filter((socket) => !socket.closed).map((socket) => {
+    const closed = new Promise((resolve) => socket.once('close', resolve))
+    socket.destroy()
+    return closed
+  })
+  await withTimeout(Promise.all(closing), SOCKET_TIMEOUT, `the proxy to close ${closing.length} socket(s)`)
+}
+
+function listen (server: Server, port: number): Promise<void> {
+  return withTimeout(new Promise<void>((resolve, reject) => {
+    const onError = (err: Error) => reject(new Error(`the proxy cannot listen on 127.0.0.1:${port}: ${err.message}`))
+    server.once('error', onError)
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', onError)
+      resolve()
+    })
+  }), SOCKET_TIMEOUT, `the proxy to listen on port ${port}`)
+}
