@@ -1,0 +1,92 @@
+/**
+ * 30,000 mixed requests from 32 keep-alive clients against the real process: its resident
+ * memory settles after warm-up instead of growing with the number of requests served. Prints
+ * the figures; the bound is loose on purpose (garbage collection is lazy), a leak of even a few
+ * hundred bytes a request would exceed it.
+ */
+import { readFileSync } from 'node:fs'
+import { Agent, request as httpRequest } from 'node:http'
+import t from 'tap'
+import { createDatabase, testEnv } from './helper.js'
+import { startService, type Service } from './server-helper.js'
+
+t.setTimeout(120_000)
+
+const CLIENTS = 32
+const PHASES = 3
+const PER_PHASE = 10_000
+
+function residentMiB (pid: number): number {
+  const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+  return Number(match?.[1]) / 1024
+}
+
+function send (service: Service, agent: Agent, method: string, path: string, token: string | undefined, body?: string) {
+  return new Promise<{ status: number, text: string }>((resolve, reject) => {
+    const headers: Record<string, string> = {}
+    if (token !== undefined) headers.authorization = token
+    if (body !== undefined) headers['content-type'] = 'application/json'
+    const req = httpRequest({ host: '127.0.0.1', port: service.port, method, path, agent, headers }, (res) => {
+      let text = ''
+      res.setEncoding('utf8')
+      res.on('data', (chunk: string) => { text += chunk })
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }))
+    })
+    req.on('error', reject)
+    req.setTimeout(10_000, () => req.destroy(new Error('client timeout')))
+    req.end(body)
+  })
+}
+
+t.test('resident memory settles under 30,000 mixed requests', async (t) => {
+  const service = await startService(t, testEnv(await createDatabase(t)))
+  const pid = service.child.pid ?? 0
+  const token = await service.token()
+  for (let i = 0; i < 100; i++) {
+    await service.request('POST', '/book', { token, body: { title: `Seed ${i}`, author: 'Seeder', year: 1900 + i } })
+  }
+
+  const statuses = new Map<number, number>()
+  let sent = 0
+  /** One client's round: a create, read, update and delete, plus the common failures. */
+  async function round (agent: Agent, n: number) {
+    const created = await send(service, agent, 'POST', '/book', token, JSON.stringify({ title: `T${n}`, author: 'A', year: n }))
+    const id = JSON.parse(created.text).data.id
+    const results = [
+      created,
+      await send(service, agent, 'GET', `/book/${id}`, token),
+      await send(service, agent, 'PUT', `/book/${id}`, token, JSON.stringify({ year: -n })),
+      await send(service, agent, 'GET', '/books', token),
+      await send(service, agent, 'DELETE', `/book/${id}`, token),
+      await send(service, agent, 'GET', `/book/${id}`, token),
+      await send(service, agent, 'GET', '/books', undefined),
+      await send(service, agent, 'POST', '/book', token, '{"title":'),
+      await send(service, agent, 'GET', '/nowhere', token),
+      await send(service, agent, 'PUT', '/book/abc', `${token}x`, '{}')
+    ]
+    for (const { status } of results) statuses.set(status, (statuses.get(status) ?? 0) + 1)
+    sent += results.length
+  }
+
+  const samples: number[] = []
+  const agents = Array.from({ length: CLIENTS }, () => new Agent({ keepAlive: true, maxSockets: 1 }))
+  t.teardown(() => agents.forEach((agent) => agent.destroy()))
+  const started = Date.now()
+  for (let phase = 0; phase < PHASES; phase++) {
+    const target = (phase + 1) * PER_PHASE
+    await Promise.all(agents.map(async (agent, client) => {
+      while (sent < target) await round(agent, sent + client)
+    }))
+    samples.push(residentMiB(pid))
+  }
+  const seconds = (Date.now() - started) / 1000
+
+  const [warm = 0, , last = 0] = samples
+  t.comment(`${sent} requests in ${seconds.toFixed(1)} s (${Math.round(sent / seconds)}/s); ` +
+    `RSS after each 10,000: ${samples.map((mib) => mib.toFixed(1)).join(', ')} MiB; growth after warm-up ${(last - warm).toFixed(1)} MiB`)
+  t.comment(`statuses: ${JSON.stringify(Object.fromEntries(statuses))}`)
+  t.ok(sent >= PHASES * PER_PHASE, 'all requests were sent')
+  t.strictSame([...statuses.keys()].sort(), [200, 201, 400, 401, 404], 'the mix reached every outcome, no 5xx')
+  t.ok(last - warm < 20, 'no growth beyond noise after warm-up')
+  t.equal(service.exit, null, 'the service is still running')
+})
