@@ -9,6 +9,7 @@ import authenticate from '../plugins/app/authenticate.js'
 import booksRepository from '../plugins/app/books-repository.js'
 import gracefulClose from '../plugins/app/graceful-close.js'
 import migrate from '../plugins/app/migrate.js'
+import nodeLevelRequests from '../plugins/app/node-level-requests.js'
 import responseHeaders, { setResponseHeaders } from '../plugins/app/response-headers.js'
 import books from '../routes/books.js'
 import token from '../routes/token.js'
@@ -34,7 +35,9 @@ export const options: FastifyHttpOptions<Server> = {
   http: {
     headersTimeout: 5_000,
     // How often Node enforces the two timeouts above; its default of 30 s would blur them
-    connectionsCheckingInterval: 1_000
+    connectionsCheckingInterval: 1_000,
+    // plugins/app/node-level-requests.ts answers a missing Host in the envelope instead
+    requireHostHeader: false
   },
   // The spec's fields have fixed types: "1999" must not become 1999, nor null become ""
   ajv: { customOptions: { coerceTypes: false } },
@@ -71,6 +74,7 @@ export default async function app (fastify: FastifyInstance) {
   await fastify.register(env.default, env.autoConfig)
   await fastify.register(gracefulClose)
   await fastify.register(responseHeaders)
+  await fastify.register(nodeLevelRequests)
   await fastify.register(postgres)
   await fastify.register(migrate)
   await fastify.register(jwt.default, jwt.autoConfig)

@@ -26,6 +26,7 @@ export const Message = {
   PayloadTooLarge: 'Payload too large',
   TooManyRequests: 'Too many requests',
   UnsupportedMediaType: 'Unsupported media type',
+  ExpectationFailed: 'Expectation failed',
   HeadersTooLarge: 'Request header fields too large',
   InternalServerError: 'Internal server error',
   ServiceUnavailable: 'Service unavailable'

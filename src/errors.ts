@@ -1,5 +1,6 @@
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
+import type { Duplex } from 'node:stream'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { Message, failure, type MessageText } from './envelope.js'
 
@@ -24,6 +25,7 @@ const frameworkMessages: Record<number, MessageText> = {
   408: Message.RequestTimeout,
   413: Message.PayloadTooLarge,
   415: Message.UnsupportedMediaType,
+  417: Message.ExpectationFailed,
   431: Message.HeadersTooLarge
 }
 
@@ -72,21 +74,26 @@ export function errorHandler (error: FastifyError, request: FastifyRequest, repl
 }
 
 /**
- * Node's HTTP parser rejects some requests before Fastify sees them (oversized headers, bad
- * syntax, timeouts). Answer those in the envelope too, on the raw socket, then close it.
+ * Answers in the envelope on the raw socket, then closes it: for requests Node's HTTP server
+ * handles itself, before or instead of Fastify.
  */
-export function clientErrorHandler (error: NodeJS.ErrnoException, socket: Socket) {
-  if (error.code === 'ECONNRESET' || socket.destroyed) return
-  const status = error.code === 'HPE_HEADER_OVERFLOW'
-    ? 431
-    : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
+export function endSocketWithEnvelope (socket: Duplex, status: number, headers = '') {
   const body = JSON.stringify(failure(status, frameworkMessages[status] ?? Message.BadRequest))
   if (socket.writable) {
     socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
       'Content-Type: application/json; charset=utf-8\r\n' +
       'X-Content-Type-Options: nosniff\r\n' +
-      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n${headers}` +
       `Connection: close\r\n\r\n${body}`)
   }
-  socket.destroy(error)
+  socket.destroy()
+}
+
+/** Requests Node's HTTP parser rejects: oversized headers, bad syntax, timeouts. */
+export function clientErrorHandler (error: NodeJS.ErrnoException, socket: Socket) {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return
+  const status = error.code === 'HPE_HEADER_OVERFLOW'
+    ? 431
+    : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
+  endSocketWithEnvelope(socket, status)
 }

@@ -225,6 +225,24 @@ t.test("errors of Node's HTTP parser and of routing are envelopes", async (t) =>
       request: 'PATCH /books HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n',
       status: 405,
       message: 'Method not allowed'
+    },
+    {
+      name: 'CONNECT',
+      request: 'CONNECT /token HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n',
+      status: 405,
+      message: 'Method not allowed'
+    },
+    {
+      name: 'HTTP/1.1 without Host',
+      request: 'GET /books HTTP/1.1\r\nConnection: close\r\n\r\n',
+      status: 400,
+      message: 'Bad request'
+    },
+    {
+      name: 'unknown expectation',
+      request: 'POST /token HTTP/1.1\r\nHost: localhost\r\nExpect: nonsense\r\nContent-Length: 0\r\nConnection: close\r\n\r\n',
+      status: 417,
+      message: 'Expectation failed'
     }
   ]
   for (const { name, request, status, message } of cases) {

@@ -1,0 +1,857 @@
+/**
+ * Property-based hostile traffic against one real service process (started exactly as
+ * `npm start` starts it, so `npm run build` must have run). Random requests are written byte for
+ * byte on fresh sockets: odd methods, request targets and HTTP versions, missing or repeated
+ * headers, garbage and forged tokens, odd content types, and bodies that are deep, huge,
+ * truncated, not UTF-8 or shaped like books with the wrong types. Whatever arrives, the answer
+ * must be the envelope ({status, message, data}, status the HTTP status, data null on errors) with
+ * a status and message README.md or SPEC.md lists, never a 5xx, never a success without a token
+ * the service must accept, and the process must stay up. No request that could change a book is
+ * sent with such a token, so the books table must be exactly what it was.
+ */
+import { createHmac } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { connect } from 'node:net'
+import { join } from 'node:path'
+import fc from 'fast-check'
+import t from 'tap'
+import { PASSWORD, SECRET, USERNAME, createDatabase, testEnv } from './helper.js'
+import { ROOT, pgClient, startService, withTimeout, type Service } from './server-helper.js'
+
+// One process, a few hundred requests and the shrinking of any counterexample
+t.setTimeout(180_000)
+
+/** How long one exchange may take; every request sent is complete, so the answer is prompt. */
+const ANSWER_TIMEOUT = 4000
+/** Per property; a service that is merely slow shows up as an interrupted run, not a pass. */
+const PROPERTY_TIME_LIMIT = 40_000
+
+const INT4_MIN = -2147483648
+const INT4_MAX = 2147483647
+const BODY_LIMIT = 64 * 1024
+
+const SEEDS = [
+  { title: 'Dune', author: 'Frank Herbert', year: 1965 },
+  { title: 'Emma', author: 'Jane Austen', year: 1815 },
+  { title: 'Beowulf', author: 'Unknown', year: -1000 }
+]
+
+/** The (status, message) pairs SPEC.md fixes for its endpoints and errors. */
+const SPEC_PAIRS: Array<[number, string]> = [
+  [200, 'Token generated successfully'], [200, 'Books retrieved successfully'],
+  [200, 'Book retrieved successfully'], [200, 'Book updated successfully'],
+  [200, 'Book deleted successfully'], [201, 'Book created successfully'],
+  [400, 'Invalid input'], [400, 'Invalid request payload'], [401, 'Authorization token required'],
+  [401, 'Invalid token'], [401, 'Invalid credentials'], [404, 'Book not found'],
+  [500, 'Could not generate token']
+]
+
+/**
+ * Every (status, message) pair the service may answer: SPEC.md's, and the rows of README.md's
+ * table of responses outside the spec's ("| 405 | `Method not allowed` | ... |"), which the README
+ * says is complete.
+ */
+function documentedPairs (): Map<number, Set<string>> {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
+  const rows = [...readme.matchAll(/^\|\s*(\d{3})\s*\|\s*`([^`]+)`\s*\|/gm)]
+    .map((match): [number, string] => [Number(match[1]), match[2] ?? ''])
+  const pairs = new Map<number, Set<string>>()
+  for (const [status, message] of [...SPEC_PAIRS, ...rows]) {
+    pairs.set(status, (pairs.get(status) ?? new Set()).add(message))
+  }
+  return pairs
+}
+
+// ---------------------------------------------------------------------------------------------
+// The request model: small, printable values (fast-check shows them as the counterexample),
+// rendered to bytes only when sent
+
+/**
+ * A token signed with the service's secret but with hostile header and claims. README.md says
+ * which of them the service accepts: HS256, HS384 or HS512, a JSON object payload, a numeric `exp`
+ * in the future, no `nbf` in the future and no `crit`; every other one is `Invalid token`.
+ */
+interface ForgedSpec {
+  alg: 'HS256' | 'HS384' | 'HS512' | 'hs256' | 'none' | 'RS256' | 'HS384 header, HS256 signature'
+  exp: 'in 10 min' | 'in 10 min, fractional' | '1e308' | '1e400' | '10 min ago' | 'absent' | 'a numeric string' | 'null' | 'an array' | 'true'
+  nbf: 'absent' | '10 min ago' | 'in 10 min'
+  crit: boolean
+  payload: 'object' | 'array' | 'string' | 'null' | 'number'
+  signature: 'intact' | 'first character changed'
+}
+
+type AuthSpec =
+  | 'absent' | 'empty' | 'valid' | 'valid, padded' | 'valid HS512' | 'Bearer valid'
+  | 'expired' | 'alg none' | 'tampered payload' | 'wrong secret' | { garbage: string } | { forged: ForgedSpec }
+
+const HMAC_ALGS: Record<string, 'sha256' | 'sha384' | 'sha512'> = { HS256: 'sha256', HS384: 'sha384', HS512: 'sha512' }
+const FUTURE_EXP = new Set<ForgedSpec['exp']>(['in 10 min', 'in 10 min, fractional', '1e308', '1e400'])
+
+/** Whether README.md says the service accepts this Authorization; only these reach a handler. */
+function isValidAuth (auth: AuthSpec): boolean {
+  if (typeof auth === 'string') return auth === 'valid' || auth === 'valid, padded' || auth === 'valid HS512'
+  if ('garbage' in auth) return false
+  const { alg, exp, nbf, crit, payload, signature } = auth.forged
+  return HMAC_ALGS[alg] !== undefined && FUTURE_EXP.has(exp) && nbf !== 'in 10 min' && !crit &&
+    payload === 'object' && signature === 'intact'
+}
+
+type HostSpec = 'normal' | 'absent' | 'twice' | 'empty' | { garbage: string }
+
+type BodySpec =
+  | { text: string, encoding: 'utf8' | 'latin1' }
+  | { depth: number, open: '[' | '{"a":', closed: boolean }
+  | { size: number, title: string }
+
+interface RequestSpec {
+  method: string
+  target: string
+  /** latin1 sends every char below U+0100 as one raw byte: 'é' becomes 0xE9, not UTF-8 */
+  targetEncoding: 'utf8' | 'latin1'
+  version: string
+  host: HostSpec
+  auth: AuthSpec
+  contentType: string | null
+  extra: Array<[string, string]>
+  body: BodySpec | null
+  framing: 'content-length' | 'chunked'
+}
+
+interface Tokens {
+  valid: string
+  hs512: string
+  expired: string
+  none: string
+  tampered: string
+  wrongSecret: string
+}
+
+const b64url = (value: string) => Buffer.from(value).toString('base64url')
+
+function signJwt (header: object, payload: object, secret: string, hash: 'sha256' | 'sha512'): string {
+  const signingInput = `${b64url(JSON.stringify(header))}.${b64url(JSON.stringify(payload))}`
+  return `${signingInput}.${createHmac(hash, secret).update(signingInput).digest('base64url')}`
+}
+
+function makeTokens (valid: string): Tokens {
+  const now = Math.floor(Date.now() / 1000)
+  const [header = '', , signature = ''] = valid.split('.')
+  return {
+    valid,
+    hs512: signJwt({ alg: 'HS512', typ: 'JWT' }, { exp: now + 900 }, SECRET, 'sha512'),
+    expired: signJwt({ alg: 'HS256', typ: 'JWT' }, { exp: now - 60 }, SECRET, 'sha256'),
+    none: `${b64url(JSON.stringify({ alg: 'none', typ: 'JWT' }))}.${b64url(JSON.stringify({ exp: now + 900 }))}.`,
+    tampered: `${header}.${b64url(JSON.stringify({ exp: now + 86_400 }))}.${signature}`,
+    wrongSecret: signJwt({ alg: 'HS256', typ: 'JWT' }, { exp: now + 900 }, `${SECRET}-but-another-one`, 'sha256')
+  }
+}
+
+/** The token `spec` describes, assembled from JSON text so that `exp` can be `1e400` (Infinity). */
+function forgeToken (spec: ForgedSpec): string {
+  const now = Math.floor(Date.now() / 1000)
+  const alg = spec.alg === 'HS384 header, HS256 signature' ? 'HS384' : spec.alg
+  const header = JSON.stringify(spec.crit ? { alg, typ: 'JWT', crit: ['x-unknown'], 'x-unknown': 1 } : { alg, typ: 'JWT' })
+  const claims: string[] = []
+  const exp = {
+    'in 10 min': String(now + 600),
+    'in 10 min, fractional': String(now + 600.5),
+    '1e308': '1e308',
+    '1e400': '1e400',
+    '10 min ago': String(now - 600),
+    absent: null,
+    'a numeric string': `"${now + 600}"`,
+    null: 'null',
+    'an array': `[${now + 600}]`,
+    true: 'true'
+  }[spec.exp]
+  if (exp !== null) claims.push(`"exp":${exp}`)
+  if (spec.nbf !== 'absent') claims.push(`"nbf":${spec.nbf === 'in 10 min' ? now + 600 : now - 600}`)
+  const payload = { object: `{${claims.join(',')}}`, array: `[{${claims.join(',')}}]`, string: '"exp"', null: 'null', number: String(now + 600) }[spec.payload]
+  const signingInput = `${b64url(header)}.${b64url(payload)}`
+  const hash = spec.alg === 'HS384 header, HS256 signature' || spec.alg === 'hs256' || spec.alg === 'RS256'
+    ? 'sha256'
+    : HMAC_ALGS[spec.alg]
+  let signature = hash === undefined ? '' : createHmac(hash, SECRET).update(signingInput).digest('base64url')
+  if (spec.signature === 'first character changed') {
+    // The first character: the last one of a base64url HMAC may differ in padding bits only
+    signature = (signature.startsWith('A') ? 'B' : 'A') + signature.slice(1)
+  }
+  return `${signingInput}.${signature}`
+}
+
+function authorizationValue (auth: AuthSpec, tokens: Tokens): string | null {
+  if (typeof auth === 'object') return 'garbage' in auth ? auth.garbage : forgeToken(auth.forged)
+  switch (auth) {
+    case 'absent': return null
+    case 'empty': return ''
+    case 'valid': return tokens.valid
+    case 'valid, padded': return `  ${tokens.valid}\t`
+    case 'valid HS512': return tokens.hs512
+    case 'Bearer valid': return `Bearer ${tokens.valid}`
+    case 'expired': return tokens.expired
+    case 'alg none': return tokens.none
+    case 'tampered payload': return tokens.tampered
+    case 'wrong secret': return tokens.wrongSecret
+  }
+}
+
+function renderBody (body: BodySpec): Buffer {
+  if ('text' in body) return Buffer.from(body.text, body.encoding)
+  if ('depth' in body) {
+    const { depth, open, closed } = body
+    if (!closed) return Buffer.from(open.repeat(depth))
+    return Buffer.from(open === '[' ? '['.repeat(depth) + ']'.repeat(depth) : open.repeat(depth) + '1' + '}'.repeat(depth))
+  }
+  // Exactly `size` bytes of JSON, a book with some title and a long pad
+  const head = `{"title":${body.title},"author":"a","year":1,"pad":"`
+  const tail = '"}'
+  return Buffer.from(head + 'a'.repeat(Math.max(0, body.size - head.length - tail.length)) + tail)
+}
+
+function renderHeaderLine (name: string, value: string): Buffer {
+  return Buffer.from(`${name}: ${value}\r\n`, 'utf8')
+}
+
+/** The exact bytes put on the wire for `spec`. */
+function render (spec: RequestSpec, tokens: Tokens): Buffer {
+  const parts: Buffer[] = [
+    Buffer.from(`${spec.method} `, 'latin1'),
+    Buffer.from(spec.target, spec.targetEncoding),
+    Buffer.from(` ${spec.version}\r\n`, 'latin1')
+  ]
+  const { host } = spec
+  if (host === 'normal') parts.push(renderHeaderLine('Host', 'localhost'))
+  else if (host === 'twice') parts.push(renderHeaderLine('Host', 'localhost'), renderHeaderLine('Host', 'evil.example'))
+  else if (host === 'empty') parts.push(renderHeaderLine('Host', ''))
+  else if (typeof host === 'object') parts.push(renderHeaderLine('Host', host.garbage))
+  const authorization = authorizationValue(spec.auth, tokens)
+  if (authorization !== null) parts.push(renderHeaderLine('Authorization', authorization))
+  if (spec.contentType !== null) parts.push(renderHeaderLine('Content-Type', spec.contentType))
+  for (const [name, value] of spec.extra) parts.push(renderHeaderLine(name, value))
+  const body = spec.body === null ? null : renderBody(spec.body)
+  if (body !== null && spec.framing === 'chunked') {
+    parts.push(renderHeaderLine('Transfer-Encoding', 'chunked'), Buffer.from('Connection: close\r\n\r\n'))
+    // Chunks of a size that depends on the body only, so a counterexample replays exactly
+    const chunkSize = 1 + (body.length % 7) * 1000
+    for (let offset = 0; offset < body.length; offset += chunkSize) {
+      const chunk = body.subarray(offset, offset + chunkSize)
+      parts.push(Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n'))
+    }
+    parts.push(Buffer.from('0\r\n\r\n'))
+  } else {
+    if (body !== null) parts.push(renderHeaderLine('Content-Length', String(body.length)))
+    parts.push(Buffer.from('Connection: close\r\n\r\n'))
+    if (body !== null) parts.push(body)
+  }
+  return Buffer.concat(parts)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Which requests could change a stored book: those are never sent with a valid token
+
+const MUTATING_METHODS = new Set(['POST', 'PUT', 'DELETE', 'PATCH'])
+
+/**
+ * True when the body, decoded as the service decodes it (UTF-8, a leading BOM dropped), is
+ * certainly refused as a book or as a book patch: not JSON, not an object, or a book field of
+ * the wrong type or out of range. Anything else might be stored.
+ */
+function certainlyNotABook (body: Buffer): boolean {
+  let value: unknown
+  try {
+    value = JSON.parse(body.toString('utf8').replace(/^\uFEFF/, ''))
+  } catch (err) {
+    if (err instanceof SyntaxError) return true
+    throw err
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return true
+  const fields = value as Record<string, unknown>
+  for (const key of ['title', 'author']) {
+    if (Object.hasOwn(fields, key) && (typeof fields[key] !== 'string' || fields[key] === '')) return true
+  }
+  if (Object.hasOwn(fields, 'year')) {
+    const year = fields.year
+    if (typeof year !== 'number' || !Number.isInteger(year) || year < INT4_MIN || year > INT4_MAX) return true
+  }
+  return false
+}
+
+/** A DELETE with a valid token only ever names, literally, an id that no book has. */
+function namesNoStoredBook (target: string, storedIds: Set<string>): boolean {
+  const match = /^\/book\/([1-9][0-9]{0,17})$/.exec(target)
+  return match !== null && !storedIds.has(match[1] ?? '')
+}
+
+/**
+ * `spec` as sent: a token the service accepts stays only where no book can change (reads, a
+ * DELETE of an id no book has, a body that is certainly refused); elsewhere it is swapped for a
+ * tampered one. So every book stays as seeded, whatever the service does with what it accepts.
+ */
+function makeHarmless (spec: RequestSpec, storedIds: Set<string>): RequestSpec {
+  if (!isValidAuth(spec.auth) || !MUTATING_METHODS.has(spec.method)) return spec
+  const harmless = spec.method === 'DELETE'
+    ? namesNoStoredBook(spec.target, storedIds) && spec.targetEncoding === 'utf8'
+    : certainlyNotABook(spec.body === null ? Buffer.alloc(0) : renderBody(spec.body))
+  return harmless ? spec : { ...spec, auth: 'tampered payload' }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arbitraries. Each choice lists its plainest option first; cross-shrinking lets a counterexample
+// fall back to it, so what is left of a failure is only what it needs
+
+const CROSS_SHRINK = { withCrossShrink: true }
+
+const headerText = fc.string({ unit: 'binary', maxLength: 40 }).map((value) => value.replace(/[\r\n]/g, ''))
+const latin1Text = (maxLength: number) =>
+  fc.string({ unit: fc.integer({ min: 0, max: 255 }).map((code) => String.fromCharCode(code)), maxLength })
+
+const methodArb = fc.oneof(
+  CROSS_SHRINK,
+  { weight: 7, arbitrary: fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS') },
+  // Methods Node's parser knows, which reach the server as they are
+  { weight: 2, arbitrary: fc.constantFrom('TRACE', 'CONNECT', 'PROPFIND', 'PURGE', 'SEARCH', 'QUERY') },
+  { weight: 2, arbitrary: fc.stringMatching(/^[A-Z]{1,12}$/) },
+  { weight: 1, arbitrary: fc.constantFrom('get', 'Post', 'G ET', '', 'GET\t') }
+)
+
+function idArb (storedIds: string[]) {
+  return fc.oneof(
+    CROSS_SHRINK,
+    fc.constantFrom(...storedIds),
+    fc.nat().map(String),
+    fc.constantFrom(
+      '-1', '0', '01', '1e3', '0x1', '1.5', '+1', '1%20', '%31', '%2e%2e', '..', '.', '', 'abc',
+      'NaN', 'Infinity', '9223372036854775807', '9223372036854775808', '99999999999999999999'
+    ),
+    fc.stringMatching(/^[1-9][0-9]{18,400}$/)
+  )
+}
+
+function realTargetArb (storedIds: string[]) {
+  return fc.oneof(
+    CROSS_SHRINK,
+    fc.constantFrom('/token', '/book', '/books'),
+    idArb(storedIds).map((id) => `/book/${id}`)
+  )
+}
+
+const segmentArb = fc.oneof(
+  fc.constantFrom(
+    'book', 'books', 'token', '..', '.', '', '%2e%2e', '%2E%2e', '%2f', '%2F..%2F', '%zz', '%', '%0',
+    '%00', '%C3%A9', '%ff', '%ED%A0%80', '%c0%af', 'é', '日本', '\u0000', ' ', '\t', '#frag', ';x', '*'
+  ),
+  fc.string({ maxLength: 20 }),
+  fc.string({ unit: 'grapheme', maxLength: 10 }),
+  fc.string({ unit: 'binary', maxLength: 10 }).map((value) => encodeURIComponent(value.replace(/[\uD800-\uDFFF]/g, '')))
+)
+
+const longTargetArb = fc.tuple(
+  fc.constantFrom('/book/', '/books/', '/', '/token?x='),
+  fc.integer({ min: 200, max: 4096 }),
+  fc.constantFrom('a', '9', '%41', '/', 'é', '../', '%')
+).map(([prefix, length, unit]) => prefix + unit.repeat(Math.ceil(length / unit.length)).slice(0, length))
+
+const queryArb = fc.oneof(
+  { weight: 4, arbitrary: fc.constant('') },
+  { weight: 1, arbitrary: fc.string({ maxLength: 30 }).map((query) => `?${query}`) },
+  { weight: 1, arbitrary: fc.constantFrom('?', '?a=1&a=2', '?%zz', '?__proto__[x]=1', '?id=1', '?constructor[prototype][x]=1') }
+)
+
+function targetArb (storedIds: string[]) {
+  return fc.tuple(
+    fc.oneof(
+      CROSS_SHRINK,
+      { weight: 4, arbitrary: realTargetArb(storedIds) },
+      { weight: 3, arbitrary: fc.array(segmentArb, { maxLength: 8 }).map((segments) => `/${segments.join('/')}`) },
+      { weight: 1, arbitrary: longTargetArb },
+      {
+        weight: 1,
+        arbitrary: fc.constantFrom(
+          '*', 'http://localhost/books', 'books', '//books', '/./books', '/book/../books', '/books/',
+          '/book/1/../../token', '/%2e%2e/books', '/BOOKS', '/book/1/'
+        )
+      }
+    ),
+    queryArb
+  ).map(([path, query]) => path + query)
+}
+
+const versionArb = fc.oneof(
+  CROSS_SHRINK,
+  { weight: 12, arbitrary: fc.constant('HTTP/1.1') },
+  { weight: 1, arbitrary: fc.constantFrom('HTTP/1.0', 'HTTP/2.0', 'HTTP/1.2', 'HTTP/0.9', 'HTTP/3', 'http/1.1', 'HTTP/1.1 x', '') }
+)
+
+const hostArb: fc.Arbitrary<HostSpec> = fc.oneof(
+  CROSS_SHRINK,
+  { weight: 8, arbitrary: fc.constant<HostSpec>('normal') },
+  { weight: 1, arbitrary: fc.constantFrom<HostSpec>('absent', 'twice', 'empty') },
+  { weight: 1, arbitrary: headerText.map((garbage): HostSpec => ({ garbage })) }
+)
+
+const forgedArb: fc.Arbitrary<ForgedSpec> = fc.record({
+  alg: fc.constantFrom<ForgedSpec['alg']>('HS256', 'HS384', 'HS512', 'hs256', 'none', 'RS256', 'HS384 header, HS256 signature'),
+  exp: fc.constantFrom<ForgedSpec['exp']>(
+    'in 10 min', 'in 10 min, fractional', '1e308', '1e400', '10 min ago', 'absent', 'a numeric string', 'null',
+    'an array', 'true'
+  ),
+  nbf: fc.constantFrom<ForgedSpec['nbf']>('absent', '10 min ago', 'in 10 min'),
+  crit: fc.boolean(),
+  payload: fc.constantFrom<ForgedSpec['payload']>('object', 'object', 'array', 'string', 'null', 'number'),
+  signature: fc.constantFrom<ForgedSpec['signature']>('intact', 'intact', 'first character changed')
+})
+
+const authArb: fc.Arbitrary<AuthSpec> = fc.oneof(
+  CROSS_SHRINK,
+  {
+    weight: 4,
+    arbitrary: fc.constantFrom<AuthSpec>(
+      'absent', 'empty', 'valid', 'valid, padded', 'valid HS512', 'Bearer valid', 'expired', 'alg none',
+      'tampered payload', 'wrong secret'
+    )
+  },
+  { weight: 1, arbitrary: headerText.map((garbage): AuthSpec => ({ garbage })) },
+  { weight: 2, arbitrary: forgedArb.map((forged): AuthSpec => ({ forged })) }
+)
+
+/** Mostly tokens the service accepts, so bodies get as far as the body checks. */
+const mostlyValidAuthArb: fc.Arbitrary<AuthSpec> = fc.oneof(
+  { weight: 3, arbitrary: fc.constantFrom<AuthSpec>('valid', 'valid, padded', 'valid HS512') },
+  { weight: 1, arbitrary: authArb }
+)
+
+const contentTypeArb: fc.Arbitrary<string | null> = fc.oneof(
+  CROSS_SHRINK,
+  { weight: 2, arbitrary: fc.constant(null) },
+  {
+    weight: 6,
+    arbitrary: fc.constantFrom(
+      'application/json', 'application/json; charset=utf-8', 'application/json; charset=UTF-8',
+      'application/json;charset=utf-16', 'application/json; charset=latin1', 'APPLICATION/JSON',
+      'application/json; foo=bar', 'application/json;;;===', ' application/json ', 'text/plain',
+      'text/plain; charset=utf-8', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x',
+      'application/jsonx', 'application/*', '*/*', '', ';', 'application/json, text/plain',
+      'application/problem+json', 'text/json'
+    )
+  },
+  { weight: 1, arbitrary: headerText }
+)
+
+/**
+ * Random extra header names leave out those the model sets itself (framing, auth, content type)
+ * and Expect, which comes only with the values listed below.
+ */
+const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'authorization', 'content-type', 'expect'])
+
+const extraHeadersArb = fc.array(fc.oneof(
+  CROSS_SHRINK,
+  fc.tuple(fc.stringMatching(/^[A-Za-z][A-Za-z0-9-]{0,15}$/).filter((name) => !RESERVED_HEADERS.has(name.toLowerCase())), headerText),
+  fc.constantFrom<[string, string]>(
+    ['Expect', '100-continue'], ['Expect', 'nonsense'], ['Upgrade', 'websocket'], ['Upgrade', 'h2c'],
+    ['X-HTTP-Method-Override', 'DELETE'], ['Content-Encoding', 'gzip'], ['Content-Encoding', 'identity'],
+    ['Accept', 'text/html'], ['Accept-Encoding', 'br, gzip'], ['Cookie', 'a=b; __proto__=x'],
+    ['Origin', 'http://evil.example'], ['X-Forwarded-For', '1.2.3.4, ::1'], ['Range', 'bytes=0-1'],
+    ['If-None-Match', '*'], ['Trailer', 'X-Foo'], ['Keep-Alive', 'timeout=1'], ['TE', 'trailers'],
+    ['Proxy-Authorization', 'Basic eDp5'], ['X-Filler', 'x'.repeat(8000)]
+  )
+), { maxLength: 4 })
+
+const bookFieldArb = fc.oneof(
+  fc.constantFrom<unknown>('Dune', '', '   ', 'a\u0000b', 'x'.repeat(1001), '\uD800'),
+  fc.string(), fc.integer(), fc.double(), fc.boolean(), fc.constant(null),
+  fc.array(fc.string(), { maxLength: 2 }), fc.dictionary(fc.string(), fc.string(), { maxKeys: 2 })
+)
+
+const yearArb = fc.oneof(
+  fc.integer(),
+  fc.constantFrom<unknown>(2147483648, -2147483649, 1999.5, '1999', null, true, [1999], {}, 0),
+  fc.double()
+)
+
+/** Looks like a book, usually with some field of the wrong type. */
+const bookishTextArb = fc.record({
+  title: bookFieldArb,
+  author: bookFieldArb,
+  year: yearArb,
+  id: fc.oneof(fc.integer(), fc.string()),
+  extra: fc.anything({ maxDepth: 2 })
+}, { requiredKeys: [] }).map((book) => JSON.stringify(book))
+
+const hugeNumberTextArb = fc.tuple(
+  fc.constantFrom('title', 'author', 'year', 'id'),
+  fc.oneof(
+    fc.constantFrom(
+      '1e400', '-1e400', '1e-400', '-0', '1E3', '0.0', '2147483648', '-2147483649', '1.0',
+      '1999.0000000000000001', '123456789012345678901234567890'
+    ),
+    fc.stringMatching(/^-?[1-9][0-9]{300,400}$/)
+  )
+).map(([field, number]) => `{"title":"T","author":"A","year":1999,"${field}":${number}}`)
+
+const PROTO_BODIES = [
+  '{"__proto__":{"title":"x"},"title":"T","author":"A","year":1}',
+  '{"title":"T","author":"A","year":1,"__proto__":null}',
+  '{"constructor":{"prototype":{"isAdmin":true}},"title":"T","author":"A","year":1}',
+  '{"a":[{"__proto__":{"polluted":1}}]}',
+  '{"\\u005f_proto__":{"polluted":1}}',
+  '{"username":"x","password":"y","__proto__":{"username":"z"}}',
+  '{"constructor":{"prototype":null}}'
+]
+
+const INVALID_UTF8_BODIES = [
+  '{"title":"\xff\xfe","author":"b","year":1}',
+  '{"title":"\xc0\xaf","author":"\xed\xa0\x80","year":"x"}',
+  '\xef\xbb\xbf{"title":1}',
+  '{"\xff":1}',
+  '\xff\xff\xff\xff'
+]
+
+const loginTextArb = fc.record({
+  username: fc.oneof(fc.constant<unknown>(USERNAME), fc.string(), fc.integer(), fc.constant(null)),
+  password: fc.oneof(fc.constant<unknown>(PASSWORD), fc.string(), fc.constant(['x']))
+}, { requiredKeys: [] }).map((login) => JSON.stringify(login))
+
+const utf8 = (text: string): BodySpec => ({ text, encoding: 'utf8' })
+
+const bodyArb: fc.Arbitrary<BodySpec> = fc.oneof(
+  CROSS_SHRINK,
+  { weight: 3, arbitrary: fc.json({ maxDepth: 3 }).map(utf8) },
+  { weight: 3, arbitrary: bookishTextArb.map(utf8) },
+  { weight: 1, arbitrary: hugeNumberTextArb.map(utf8) },
+  { weight: 1, arbitrary: fc.constantFrom(...PROTO_BODIES).map(utf8) },
+  {
+    weight: 1,
+    arbitrary: fc.tuple(fc.oneof(fc.json({ maxDepth: 3 }), bookishTextArb), fc.nat())
+      .map(([text, cut]) => utf8(text.slice(0, text.length === 0 ? 0 : cut % text.length)))
+  },
+  {
+    weight: 1,
+    arbitrary: fc.oneof(
+      fc.constantFrom(...INVALID_UTF8_BODIES),
+      latin1Text(40),
+      latin1Text(20).map((title) => `{"title":"${title}","author":"b","year":1}`)
+    ).map((text): BodySpec => ({ text, encoding: 'latin1' }))
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      depth: fc.oneof(fc.integer({ min: 1, max: 100 }), fc.integer({ min: 5000, max: 20_000 })),
+      open: fc.constantFrom<'[' | '{"a":'>('[', '{"a":'),
+      closed: fc.boolean()
+    })
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      size: fc.integer({ min: BODY_LIMIT - 64, max: BODY_LIMIT + 4096 }),
+      title: fc.constantFrom('"Dune"', '1', 'null', '[]', '""')
+    })
+  },
+  { weight: 1, arbitrary: loginTextArb.map(utf8) },
+  { weight: 1, arbitrary: fc.string({ maxLength: 40 }).map(utf8) }
+)
+
+type Overrides = { [K in keyof RequestSpec]?: fc.Arbitrary<RequestSpec[K]> }
+
+function requestArb (storedIds: string[], overrides: Overrides = {}): fc.Arbitrary<RequestSpec> {
+  const stored = new Set(storedIds)
+  return fc.record<RequestSpec>({
+    method: methodArb,
+    target: targetArb(storedIds),
+    targetEncoding: fc.constantFrom<'utf8' | 'latin1'>('utf8', 'utf8', 'latin1'),
+    version: versionArb,
+    host: hostArb,
+    auth: authArb,
+    contentType: contentTypeArb,
+    extra: extraHeadersArb,
+    body: fc.option(bodyArb, { nil: null, freq: 3 }),
+    framing: fc.constantFrom<'content-length' | 'chunked'>('content-length', 'content-length', 'chunked'),
+    ...overrides
+  }).map((spec) => makeHarmless(spec, stored))
+}
+
+// ---------------------------------------------------------------------------------------------
+// One exchange on a fresh socket, parsed without any HTTP client library
+
+interface Answer {
+  status: number
+  headers: Record<string, string>
+  body: Buffer
+}
+
+function dechunk (body: Buffer): Buffer {
+  const parts: Buffer[] = []
+  let offset = 0
+  for (;;) {
+    const lineEnd = body.indexOf('\r\n', offset)
+    if (lineEnd === -1) throw new Error('truncated chunked body')
+    const size = parseInt(body.subarray(offset, lineEnd).toString('latin1'), 16)
+    if (Number.isNaN(size)) throw new Error('bad chunk size')
+    if (size === 0) return Buffer.concat(parts)
+    parts.push(body.subarray(lineEnd + 2, lineEnd + 2 + size))
+    offset = lineEnd + 2 + size + 2
+  }
+}
+
+function parseAnswer (raw: Buffer, head: boolean, timedOut: boolean): Answer {
+  const shown = () => `${timedOut ? `(cut off after ${ANSWER_TIMEOUT} ms idle) ` : ''}${JSON.stringify(raw.subarray(0, 400).toString('latin1'))}`
+  let offset = 0
+  for (;;) {
+    const headEnd = raw.indexOf('\r\n\r\n', offset)
+    if (headEnd === -1) throw new Error(`no complete HTTP response, got ${raw.length} bytes: ${shown()}`)
+    const [statusLine = '', ...lines] = raw.subarray(offset, headEnd).toString('latin1').split('\r\n')
+    const match = /^HTTP\/1\.[01] (\d{3})(?: |$)/.exec(statusLine)
+    if (match === null) throw new Error(`bad status line ${JSON.stringify(statusLine)}: ${shown()}`)
+    const status = Number(match[1])
+    offset = headEnd + 4
+    // An interim answer (100 Continue to an Expect) comes before the real one
+    if (status >= 100 && status < 200) continue
+    const headers: Record<string, string> = {}
+    for (const line of lines) {
+      const colon = line.indexOf(':')
+      headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim()
+    }
+    let body = raw.subarray(offset)
+    if (head) return { status, headers, body }
+    if (headers['transfer-encoding'] === 'chunked') body = dechunk(body)
+    else if (headers['content-length'] !== undefined && Number(headers['content-length']) !== body.length) {
+      throw new Error(`content-length ${headers['content-length']} but ${body.length} body bytes: ${shown()}`)
+    }
+    return { status, headers, body }
+  }
+}
+
+/** Writes `request` on a fresh connection and reads until the server closes it. */
+function exchange (port: number, request: Buffer, head: boolean): Promise<Answer> {
+  return withTimeout(new Promise<Answer>((resolve, reject) => {
+    const chunks: Buffer[] = []
+    // write, not end: Node's HTTP server closes a half-closed connection before a slow answer
+    const socket = connect({ port, host: '127.0.0.1' }, () => { socket.write(request) })
+    let timedOut = false
+    socket.setTimeout(ANSWER_TIMEOUT, () => {
+      timedOut = true
+      socket.destroy()
+    })
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk))
+    // A reset once the server has answered (it destroys the socket on parser errors) is fine;
+    // what counts is what arrived
+    socket.on('error', () => {})
+    socket.once('close', () => {
+      try {
+        resolve(parseAnswer(Buffer.concat(chunks), head, timedOut))
+      } catch (err) {
+        reject(err)
+      }
+    })
+  }), ANSWER_TIMEOUT + 1000, 'the answer')
+}
+
+// ---------------------------------------------------------------------------------------------
+// The properties of every single answer
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === 'object' && !Array.isArray(value)
+
+function checkAnswer (spec: RequestSpec, answer: Answer, service: Service, documented: Map<number, Set<string>>) {
+  const { status } = answer
+  const head = spec.method === 'HEAD'
+  const text = answer.body.toString('utf8')
+  const context = `answered ${status} ${JSON.stringify(answer.headers)} ${JSON.stringify(text.slice(0, 300))}`
+  if (service.exit !== null) throw new Error(`the service exited (${JSON.stringify(service.exit)}); ${context}`)
+  if (status >= 500) throw new Error(`a 5xx: ${context}`)
+  if (!documented.has(status)) throw new Error(`a status README.md does not list: ${context}`)
+  if (status >= 200 && status < 300 && !isValidAuth(spec.auth) && !(spec.method === 'POST' && text.includes('"Token generated successfully"'))) {
+    throw new Error(`a success without a valid token: ${context}`)
+  }
+  if (head) return
+
+  if (!/^application\/json(;|$)/.test(answer.headers['content-type'] ?? '')) throw new Error(`not a JSON content type: ${context}`)
+  let body: unknown
+  try {
+    body = JSON.parse(text)
+  } catch {
+    throw new Error(`the body is not JSON: ${context}`)
+  }
+  if (!isPlainObject(body)) throw new Error(`the body is not an object: ${context}`)
+  const keys = Object.keys(body).sort()
+  if (keys.join() !== 'data,message,status') throw new Error(`envelope keys are ${JSON.stringify(keys)}: ${context}`)
+  if (body.status !== status) throw new Error(`envelope status ${JSON.stringify(body.status)} is not the HTTP status: ${context}`)
+  if (typeof body.message !== 'string') throw new Error(`message is not a string: ${context}`)
+  if (!documented.get(status)?.has(body.message)) throw new Error(`a (status, message) pair README.md does not list: ${context}`)
+  if (status >= 400 && body.data !== null) throw new Error(`data is not null on an error: ${context}`)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Named hostile cases, always tried: each property runs its examples before its random requests
+
+const plain: RequestSpec = {
+  method: 'GET',
+  target: '/books',
+  targetEncoding: 'utf8',
+  version: 'HTTP/1.1',
+  host: 'normal',
+  auth: 'valid',
+  contentType: null,
+  extra: [],
+  body: null,
+  framing: 'content-length'
+}
+
+const json = (method: string, target: string, body: BodySpec, auth: AuthSpec = 'valid'): RequestSpec =>
+  ({ ...plain, method, target, auth, contentType: 'application/json', body })
+
+function requestLineExamples (storedId: string): RequestSpec[] {
+  const get = (target: string, targetEncoding: 'utf8' | 'latin1' = 'utf8'): RequestSpec => ({ ...plain, target, targetEncoding })
+  return [
+    get('/book/%zz'), get('/book/%'), get('/book/%2e%2e'), get('/../books'), get('/./books'), get('//books'),
+    get('/%2e%2e/book/1'), get('/book/-1'), get('/book/1e3'), get('/book/0x1'), get(`/book/${'9'.repeat(400)}`),
+    get(`/book/${storedId}?id=1&%zz`), get('/b\u00e9ok'), get('/book/\u00ff\u00fe', 'latin1'), get('/%C3%A9/%ED%A0%80'),
+    get(`/book/${'a'.repeat(4000)}`), get(`/${'%41'.repeat(1300)}`),
+    { ...plain, method: 'PATCH', target: '/books' }, { ...plain, method: 'OPTIONS', target: `/book/${storedId}` },
+    { ...plain, method: 'FOO', target: '/books' }
+  ]
+}
+
+function headerExamples (): RequestSpec[] {
+  const login = utf8(JSON.stringify({ username: USERNAME, password: PASSWORD }))
+  return [
+    ...(['absent', 'empty', 'Bearer valid', 'valid', { garbage: '\u00ff\u0000x' }] as AuthSpec[])
+      .map((auth): RequestSpec => ({ ...plain, auth })),
+    ...[null, 'application/json; charset=utf-8', 'APPLICATION/JSON', 'text/plain', '', 'application/jsonx', ';;;']
+      .map((contentType): RequestSpec => ({ ...plain, method: 'POST', target: '/token', auth: 'absent', contentType, body: login })),
+    { ...plain, extra: [['X-Filler', 'x'.repeat(8000)], ['X-Filler-2', 'x'.repeat(9000)]] }
+  ]
+}
+
+function bodyExamples (storedId: string): RequestSpec[] {
+  const book = `/book/${storedId}`
+  return [
+    json('POST', '/book', { depth: 10_000, open: '[', closed: false }),
+    json('PUT', book, { depth: 10_000, open: '[', closed: true }),
+    json('POST', '/book', { depth: 10_000, open: '{"a":', closed: true }),
+    json('POST', '/book', utf8('{"title":"T","author":"A","year":1e400}')),
+    json('PUT', book, utf8(`{"year":${'9'.repeat(400)}}`)),
+    json('POST', '/token', utf8(`{"username":${'9'.repeat(400)},"password":"x"}`), 'absent'),
+    json('POST', '/book', { text: '{"title":"\xff\xfe","author":"\xc0\xaf","year":"1"}', encoding: 'latin1' }),
+    json('POST', '/book', utf8('{"__proto__":{"title":"x"},"title":"T","author":"A","year":"1"}')),
+    json('PUT', book, utf8('{"constructor":{"prototype":{"year":1}},"year":null}')),
+    json('POST', '/token', utf8('{"__proto__":{"username":"x"},"username":"x","password":"y"}'), 'absent'),
+    json('PUT', book, utf8('{"title":1999,"author":["x"],"year":"1999"}')),
+    json('POST', '/book', utf8('{"title":"Dune","author":"Frank Herbert","year":19')),
+    json('POST', '/book', { size: BODY_LIMIT + 1, title: '1' }),
+    json('POST', '/token', { size: BODY_LIMIT + 1, title: '"Dune"' }, 'absent'),
+    { ...json('PUT', book, utf8('{"year":"x"}')), framing: 'chunked' },
+    { ...json('DELETE', book, utf8('{')), auth: 'absent' }
+  ]
+}
+
+t.test('hostile requests: always an envelope, never a 5xx, the process stays up, no book changes', async (t) => {
+  const dbUrl = await createDatabase(t)
+  const service = await startService(t, testEnv(dbUrl))
+  const token = await service.token()
+  for (const book of SEEDS) {
+    const created = await service.request('POST', '/book', { token, body: book })
+    t.equal(created.status, 201, `seeding ${book.title}: ${created.text}`)
+  }
+  const tokens = makeTokens(token)
+
+  const db = await pgClient(t, dbUrl)
+  const snapshot = async () => (await db.query('SELECT id, title, author, year FROM books ORDER BY id')).rows
+  const before = await snapshot()
+  t.equal(before.length, SEEDS.length, 'the seeded books are stored')
+  const storedIds = before.map((row: { id: string }) => row.id)
+
+  const documented = documentedPairs()
+  t.ok([405, 413, 415].every((status) => documented.has(status)), 'README.md\'s table of other responses was read')
+
+  const histogram = new Map<number, number>()
+  let sent = 0
+
+  async function send (spec: RequestSpec) {
+    const answer = await exchange(service.port, render(spec, tokens), spec.method === 'HEAD')
+    sent++
+    histogram.set(answer.status, (histogram.get(answer.status) ?? 0) + 1)
+    checkAnswer(spec, answer, service, documented)
+  }
+
+  const stored = new Set(storedIds)
+  const storedId = storedIds[0] ?? '1'
+  const properties: Array<{ name: string, numRuns: number, examples: RequestSpec[], arbitrary: fc.Arbitrary<RequestSpec> }> = [
+    {
+      name: 'request lines: methods, targets, HTTP versions',
+      numRuns: 100,
+      examples: requestLineExamples(storedId),
+      arbitrary: requestArb(storedIds, {
+        host: fc.constant<HostSpec>('normal'),
+        extra: fc.constant([]),
+        body: fc.constant(null)
+      })
+    },
+    {
+      name: 'headers: Host, Authorization, Content-Type and extras on the real routes',
+      numRuns: 100,
+      examples: headerExamples(),
+      arbitrary: requestArb(storedIds, {
+        method: fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'HEAD'),
+        target: realTargetArb(storedIds),
+        targetEncoding: fc.constant<'utf8'>('utf8'),
+        version: fc.constant('HTTP/1.1'),
+        body: fc.option(fc.oneof(bookishTextArb, loginTextArb).map(utf8), { nil: null })
+      })
+    },
+    {
+      name: 'bodies: hostile JSON and content types on the real routes',
+      numRuns: 100,
+      examples: bodyExamples(storedId),
+      arbitrary: requestArb(storedIds, {
+        method: fc.constantFrom('POST', 'POST', 'PUT', 'PUT', 'DELETE', 'GET', 'PATCH'),
+        target: realTargetArb(storedIds),
+        targetEncoding: fc.constant<'utf8'>('utf8'),
+        version: fc.constant('HTTP/1.1'),
+        host: fc.constant<HostSpec>('normal'),
+        auth: mostlyValidAuthArb,
+        contentType: fc.oneof(
+          { weight: 3, arbitrary: fc.constant('application/json') },
+          { weight: 2, arbitrary: contentTypeArb }
+        ),
+        extra: fc.constant([]),
+        body: bodyArb
+      })
+    },
+    {
+      name: 'everything at once',
+      numRuns: 100,
+      examples: [],
+      arbitrary: requestArb(storedIds)
+    }
+  ]
+
+  for (const { name, numRuns, examples, arbitrary } of properties) {
+    await t.test(name, async (t) => {
+      const details = await fc.check(fc.asyncProperty(arbitrary, send), {
+        numRuns,
+        examples: examples.map((spec): [RequestSpec] => [makeHarmless(spec, stored)]),
+        interruptAfterTimeLimit: PROPERTY_TIME_LIMIT,
+        markInterruptAsFailure: true
+      })
+      const failure = details.errorInstance instanceof Error ? `\n${details.errorInstance.message}` : ''
+      t.notOk(details.failed, (fc.defaultReportMessage(details) ?? `${details.numRuns} runs, none failed`) + failure)
+      t.equal(service.exit, null, 'the process is still running')
+    })
+  }
+
+  t.comment(`${sent} requests; statuses: ${JSON.stringify(Object.fromEntries([...histogram].sort(([a], [b]) => a - b)))}`)
+  t.equal(service.exit, null, 'the process is still running after all of them')
+  for (const status of [400, 401, 404, 415]) {
+    t.ok((histogram.get(status) ?? 0) > 0, `some requests were answered ${status}`)
+  }
+
+  const after = await snapshot()
+  t.strictSame(after, before, 'the books table is exactly what it was')
+  const list = await withTimeout(service.request('GET', '/books', { token }), 5000, 'GET /books')
+  t.strictSame(list.body, {
+    status: 200,
+    message: 'Books retrieved successfully',
+    data: before.map((row: { id: string, title: string, author: string, year: number }) => ({ ...row, id: Number(row.id) }))
+  }, 'the service still answers, with the same books')
+})
