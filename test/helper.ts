@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { build as buildApplication } from 'fastify-cli/helper.js'
-import type { FastifyInstance, InjectOptions } from 'fastify'
+import type { FastifyInstance, FastifyServerOptions, InjectOptions } from 'fastify'
 import pg from 'pg'
 import type { Test } from 'tap'
 
@@ -49,11 +49,14 @@ export function testEnv (dbUrl: string): Record<string, string> {
 
 /**
  * The app as `fastify start -o` builds it (same plugin, same server options), on `dbUrl` or a
- * fresh database, with `env` over the test environment, closed when the test ends.
+ * fresh database, with `env` over the test environment and `serverOptions` under the app's own
+ * (the app's win), closed when the test ends.
  */
-export async function build (t: Test, dbUrl?: string, env: Record<string, string> = {}): Promise<FastifyInstance> {
+export async function build (
+  t: Test, dbUrl?: string, env: Record<string, string> = {}, serverOptions: FastifyServerOptions = {}
+): Promise<FastifyInstance> {
   Object.assign(process.env, testEnv(dbUrl ?? await createDatabase(t)), env)
-  const app = await buildApplication(['-o', APP_PATH], {}) as unknown as FastifyInstance
+  const app = await buildApplication(['-o', APP_PATH], {}, serverOptions) as unknown as FastifyInstance
   t.teardown(() => app.close())
   return app
 }

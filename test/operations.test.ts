@@ -53,9 +53,27 @@ t.test('security headers', async (t) => {
   }
 })
 
+t.test('the logger censors secrets should a line ever carry them', async (t) => {
+  const lines: string[] = []
+  const stream = { write: (line: string) => { lines.push(line) } }
+  const app = await build(t, undefined, {}, { logger: { level: 'info', stream } })
+  app.log.info({
+    req: { headers: { authorization: 'header-token' } },
+    password: 'top-level-password',
+    body: { password: 'body-password', token: 'body-token' },
+    config: { SECRET_TOKEN: SECRET, AUTH_PASSWORD: PASSWORD, DB_URL: 'postgres://u:db-password@h/d' }
+  }, 'probe')
+  const probe = lines.find((line) => line.includes('"probe"')) ?? ''
+  t.match(probe, /\[redacted\]/, 'the probe line was written, censored')
+  for (const secret of ['header-token', 'top-level-password', 'body-password', 'body-token', SECRET, PASSWORD, 'db-password']) {
+    t.notOk(probe.includes(secret), `no ${secret.slice(0, 12)}... in the line`)
+  }
+})
+
 t.test('the log: one line per request, no secrets, database errors with their cause', async (t) => {
   const dbUrl = await createDatabase(t)
-  const service = await startService(t, { ...testEnv(dbUrl), LOG_LEVEL: 'info' })
+  // The most verbose level: no line at any level may carry a secret
+  const service = await startService(t, { ...testEnv(dbUrl), LOG_LEVEL: 'trace' })
   const token = await service.token()
   const wrong = await service.request('POST', '/token', { body: { username: USERNAME, password: 'not-the-password' } })
   t.equal(wrong.status, 401)
