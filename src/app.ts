@@ -69,8 +69,9 @@ export const options: FastifyHttpOptions<Server> = {
 }
 
 export default async function app (fastify: FastifyInstance) {
-  // Order matters: configuration first, then the database (migrated before anything queries
-  // it), then the token machinery, then the routes that use all of them
+  // Order matters: configuration first; then what applies to every response; then the
+  // database (migrated before anything queries it), then the token machinery, then the routes
+  // that use all of them
   await fastify.register(env.default, env.autoConfig)
   await fastify.register(gracefulClose)
   await fastify.register(responseHeaders)

@@ -16,7 +16,7 @@ import { join } from 'node:path'
 import fc from 'fast-check'
 import t from 'tap'
 import { PASSWORD, SECRET, USERNAME, createDatabase, testEnv } from './helper.js'
-import { ROOT, pgClient, startService, withTimeout, type Service } from './server-helper.js'
+import { ROOT, dechunk, pgClient, startService, withTimeout, type Service } from './server-helper.js'
 
 // One process, a few hundred requests and the shrinking of any counterexample
 t.setTimeout(180_000)
@@ -577,20 +577,6 @@ interface Answer {
   status: number
   headers: Record<string, string>
   body: Buffer
-}
-
-function dechunk (body: Buffer): Buffer {
-  const parts: Buffer[] = []
-  let offset = 0
-  for (;;) {
-    const lineEnd = body.indexOf('\r\n', offset)
-    if (lineEnd === -1) throw new Error('truncated chunked body')
-    const size = parseInt(body.subarray(offset, lineEnd).toString('latin1'), 16)
-    if (Number.isNaN(size)) throw new Error('bad chunk size')
-    if (size === 0) return Buffer.concat(parts)
-    parts.push(body.subarray(lineEnd + 2, lineEnd + 2 + size))
-    offset = lineEnd + 2 + size + 2
-  }
 }
 
 function parseAnswer (raw: Buffer, head: boolean, timedOut: boolean): Answer {

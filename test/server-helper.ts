@@ -261,7 +261,8 @@ export interface RawResponse {
   body: string
 }
 
-function dechunk (body: Buffer): Buffer {
+/** The body of a `Transfer-Encoding: chunked` response, without its framing. */
+export function dechunk (body: Buffer): Buffer {
   const parts: Buffer[] = []
   let offset = 0
   for (;;) {
