@@ -1,13 +1,48 @@
+import { Readable } from 'node:stream'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import type { FastifyRequest } from 'fastify'
-import { EnvelopeSchema, ErrorEnvelopeSchema, Message, envelope } from '../src/envelope.js'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { BookTuple } from '../plugins/app/books-repository.js'
+import { EnvelopeSchema, ErrorEnvelopeSchema, Message, envelope, type Envelope } from '../src/envelope.js'
 import { ApiError } from '../src/errors.js'
 import {
-  BookCreateSchema, BookParamsSchema, BookPatchSchema, BookSchema, parseBookId
+  BookCreateSchema, BookParamsSchema, BookPatchSchema, BookSchema, parseBookId, type Book
 } from '../src/schemas/book.js'
 
 const errorResponses = { '4xx': ErrorEnvelopeSchema, '5xx': ErrorEnvelopeSchema }
+
+/** Up to this many books are answered at once; a longer listing is streamed. */
+const SMALL_LISTING = 1000
+/** Books per query while streaming: about 1 MB of JSON, the most the service holds at once. */
+const STREAM_PAGE = 10_000
+
+function tupleToBook ([id, title, author, year]: BookTuple): Book {
+  return { id: Number(id), title, author, year }
+}
+
+/** The JSON of `rows`, comma-separated; `id` is bigint text, a valid JSON number as it is. */
+function booksJson (rows: BookTuple[]): string {
+  return rows.map(([id, title, author, year]) =>
+    `{"id":${id},"title":${JSON.stringify(title)},"author":${JSON.stringify(author)},"year":${year}}`).join(',')
+}
+
+/**
+ * The envelope of a long listing, in pieces: the first page already read, then each next page
+ * as the client takes the previous one (backpressure), until a short page ends it. A client
+ * that goes away stops the reading. A failure after the first piece cannot change the status
+ * any more: the stream errors, the connection is cut and the body stays incomplete JSON, so no
+ * client takes a partial list for the whole one.
+ */
+async function * listingChunks (first: BookTuple[], repository: FastifyInstance['booksRepository']) {
+  yield `{"status":200,"message":"${Message.BooksRetrieved}","data":[${booksJson(first)}`
+  let page = first
+  while (page.length > 0) {
+    const lastId = page[page.length - 1]![0]
+    page = await repository.page(lastId, STREAM_PAGE)
+    if (page.length > 0) yield `,${booksJson(page)}`
+  }
+  yield ']}'
+}
 const invalidInput = { invalidBodyMessage: Message.InvalidInput }
 
 /**
@@ -40,8 +75,15 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       response: { 200: EnvelopeSchema(Type.Array(BookSchema)), ...errorResponses }
     }
-  }, async function () {
-    return envelope(200, Message.BooksRetrieved, await booksRepository.list())
+  }, async function (request, reply) {
+    const first = await booksRepository.page('0', SMALL_LISTING + 1)
+    if (first.length <= SMALL_LISTING) {
+      return envelope(200, Message.BooksRetrieved, first.map(tupleToBook))
+    }
+    // Too many to hold: stream them, page by page, as the client reads. The stream is the same
+    // envelope, written by hand (the type provider only knows serialized bodies)
+    const stream = Readable.from(listingChunks(first, booksRepository), { objectMode: false })
+    return reply.type('application/json; charset=utf-8').send(stream as unknown as Envelope<Book[]>)
   })
 
   fastify.get('/book/:id', {

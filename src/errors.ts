@@ -38,9 +38,9 @@ const frameworkMessages: Record<number, MessageText> = {
  */
 const UNAVAILABLE_SQLSTATE = /^(08|53|57P0|57014|55000|3D000|28)/
 const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE'])
-// node-postgres raises these without a code when a connection dies, cannot be made in time or
-// stops answering (query_timeout)
-const UNAVAILABLE_POOL_MESSAGES = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout)/
+// node-postgres raises these without a code when a connection dies, cannot be made in time (pool
+// or client) or stops answering (query_timeout)
+const UNAVAILABLE_POOL_MESSAGES = /^(Connection terminated|timeout exceeded when trying to connect|timeout expired$|Client has encountered a connection error|Query read timeout)/
 
 export function isDatabaseUnavailable (error: { code?: string, message?: string }): boolean {
   const code = error.code ?? ''
