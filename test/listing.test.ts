@@ -1,0 +1,121 @@
+/**
+ * GET /books beyond 1,000 books: streamed in keyset pages. The whole list arrives in order as
+ * one envelope; a client that stops reading holds back the reading of pages; one that goes away
+ * leaves nothing running; a failure after the status has gone out cuts the connection so that
+ * the body is visibly incomplete.
+ */
+import { get } from 'node:http'
+import t, { type Test } from 'tap'
+import { build, createDatabase, getToken, testEnv } from './helper.js'
+import { pgClient, sleep, startService, type Service } from './server-helper.js'
+
+t.setTimeout(60_000)
+
+async function seed (t: Test, dbUrl: string, count: number) {
+  const db = await pgClient(t, dbUrl)
+  await db.query(`INSERT INTO books (title, author, year)
+    SELECT 'Title ' || g || ' "quoted" \\ ü', 'Author ' || g, g - 1000 FROM generate_series(1, $1::int) g`, [count])
+  return db
+}
+
+t.test('a list over 1,000 books is the whole envelope, in id order', async (t) => {
+  const dbUrl = await createDatabase(t)
+  const app = await build(t, dbUrl)
+  const token = await getToken(app)
+  const db = await seed(t, dbUrl, 25_123)
+  // A gap and a row moved to the end of the heap: order must come from ORDER BY, not storage
+  await db.query('DELETE FROM books WHERE id BETWEEN 500 AND 1500')
+  await db.query('UPDATE books SET year = year WHERE id = 1')
+
+  const response = await app.inject({ method: 'GET', url: '/books', headers: { authorization: token } })
+  t.equal(response.statusCode, 200)
+  t.match(response.headers['content-type'], /^application\/json/)
+  const body = response.json()
+  t.strictSame(Object.keys(body), ['status', 'message', 'data'])
+  t.equal(body.status, 200)
+  t.equal(body.message, 'Books retrieved successfully')
+  t.equal(body.data.length, 25_123 - 1001)
+  const ids = body.data.map((book: { id: number }) => book.id)
+  t.ok(ids.every((id: number, i: number) => i === 0 || id > ids[i - 1]), 'ascending ids')
+  t.strictSame(body.data[0], { id: 1, title: 'Title 1 "quoted" \\ ü', author: 'Author 1', year: -999 })
+  t.strictSame(body.data.at(-1), { id: 25_123, title: 'Title 25123 "quoted" \\ ü', author: 'Author 25123', year: 24_123 })
+})
+
+/** A GET /books on a real socket that can pause, resume and abort. */
+function openListing (service: Service, token: string) {
+  return new Promise<{ status: number, chunks: Buffer[], pause: () => void, resume: () => void, abort: () => void, complete: Promise<boolean> }>((resolve, reject) => {
+    const chunks: Buffer[] = []
+    const request = get({ host: '127.0.0.1', port: service.port, path: '/books', headers: { authorization: token } }, (response) => {
+      const complete = new Promise<boolean>((resolve) => response.on('close', () => resolve(response.complete)))
+      response.on('error', () => {})
+      response.on('data', (chunk: Buffer) => chunks.push(chunk))
+      resolve({
+        status: response.statusCode ?? 0,
+        chunks,
+        pause: () => response.pause(),
+        resume: () => response.resume(),
+        abort: () => request.destroy(),
+        complete
+      })
+    })
+    request.on('error', () => {})
+    request.once('error', reject)
+  })
+}
+
+async function activeQueries (admin: Awaited<ReturnType<typeof pgClient>>, dbUrl: string) {
+  const { rows } = await admin.query(
+    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND application_name = 'bookkeeping' AND state <> 'idle'",
+    [new URL(dbUrl).pathname.slice(1)])
+  return rows[0].n as number
+}
+
+t.test('a slow reader holds back the reading; a reader that leaves stops it', async (t) => {
+  const dbUrl = await createDatabase(t)
+  const service = await startService(t, testEnv(dbUrl))
+  const token = await service.token()
+  const db = await seed(t, dbUrl, 300_000)
+
+  const listing = await openListing(service, token)
+  t.equal(listing.status, 200)
+  await sleep(300)
+  listing.pause()
+  const receivedBytes = () => listing.chunks.reduce((sum, chunk) => sum + chunk.length, 0)
+  await sleep(700)
+  const received = receivedBytes()
+  t.ok(received > 0 && received < 25_000_000, `the paused reader received part of the list (${received} bytes)`)
+  t.equal(await activeQueries(db, dbUrl), 0, 'while the reader is paused, no query runs')
+  await sleep(700)
+  t.equal(receivedBytes(), received, 'and nothing more arrives')
+
+  listing.abort()
+  t.equal(await listing.complete, false)
+  await sleep(300)
+  t.equal(await activeQueries(db, dbUrl), 0, 'after the reader left, no query runs')
+  const after = await service.request('GET', '/book/1', { token })
+  t.equal(after.status, 200, 'the service goes on')
+})
+
+t.test('a failure after the status has gone out cuts the connection; the body stays incomplete', async (t) => {
+  const dbUrl = await createDatabase(t)
+  const service = await startService(t, testEnv(dbUrl))
+  const token = await service.token()
+  const db = await seed(t, dbUrl, 300_000)
+
+  const listing = await openListing(service, token)
+  t.equal(listing.status, 200, 'the status went out with the first page')
+  listing.pause()
+  // The next page the service reads fails
+  await db.query('ALTER TABLE books RENAME TO books_away')
+  listing.resume()
+  t.equal(await listing.complete, false, 'the response ends without its terminating chunk')
+  const text = Buffer.concat(listing.chunks).toString('utf8')
+  t.ok(text.startsWith('{"status":200,"message":"Books retrieved successfully","data":[{"id":1,'))
+  t.throws(() => JSON.parse(text), 'what arrived is not valid JSON')
+  await db.query('ALTER TABLE books_away RENAME TO books')
+
+  t.match(service.stdout, /"level":50.*"statusCode":200.*relation \\"books\\" does not exist.*"msg":"response cut off after its status was sent"/,
+    'the cause is logged')
+  const after = await service.request('GET', '/book/1', { token })
+  t.equal(after.status, 200, 'the service goes on')
+})
