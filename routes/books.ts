@@ -10,11 +10,12 @@ import {
 } from '../src/schemas/book.js'
 
 const errorResponses = { '4xx': ErrorEnvelopeSchema, '5xx': ErrorEnvelopeSchema }
+const invalidInput = { invalidBodyMessage: Message.InvalidInput }
 
 /** Up to this many books are answered at once; a longer listing is streamed. */
 const SMALL_LISTING = 1000
-/** Books per query while streaming: about 1 MB of JSON, the most the service holds at once. */
-const STREAM_PAGE = 10_000
+/** Books per query while streaming (about 190 KB of JSON); the service holds two pages at most. */
+const STREAM_PAGE = 2500
 
 function tupleToBook ([id, title, author, year]: BookTuple): Book {
   return { id: Number(id), title, author, year }
@@ -28,22 +29,26 @@ function booksJson (rows: BookTuple[]): string {
 
 /**
  * The envelope of a long listing, in pieces: the first page already read, then each next page
- * as the client takes the previous one (backpressure), until a short page ends it. A client
- * that goes away stops the reading. A failure after the first piece cannot change the status
- * any more: the stream errors, the connection is cut and the body stays incomplete JSON, so no
- * client takes a partial list for the whole one.
+ * as the client takes the previous one (backpressure); the page after is read while one is
+ * being written. A client that goes away stops the reading. A failure after the first piece
+ * cannot change the status any more: the stream errors, the connection is cut and the body
+ * stays incomplete JSON, so no client takes a partial list for the whole one.
  */
 async function * listingChunks (first: BookTuple[], repository: FastifyInstance['booksRepository']) {
   yield `{"status":200,"message":"${Message.BooksRetrieved}","data":[${booksJson(first)}`
-  let page = first
-  while (page.length > 0) {
-    const lastId = page[page.length - 1]![0]
-    page = await repository.page(lastId, STREAM_PAGE)
-    if (page.length > 0) yield `,${booksJson(page)}`
+  const readAfter = (lastId: string) => {
+    const reading = repository.jsonPage(lastId, STREAM_PAGE)
+    // Awaited below; this only keeps a read left behind by a departed client from being unhandled
+    reading.catch(() => {})
+    return reading
+  }
+  let next = readAfter(first[first.length - 1]![0])
+  for (let page = await next; page !== null; page = await next) {
+    next = readAfter(page.lastId)
+    yield `,${page.json}`
   }
   yield ']}'
 }
-const invalidInput = { invalidBodyMessage: Message.InvalidInput }
 
 /**
  * `onRequest` of the `/book/:id` routes, after authentication: an id no book can have is
@@ -82,7 +87,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
     }
     // Too many to hold: stream them, page by page, as the client reads. The stream is the same
     // envelope, written by hand (the type provider only knows serialized bodies)
-    const stream = Readable.from(listingChunks(first, booksRepository), { objectMode: false })
+    const stream = Readable.from(listingChunks(first, booksRepository), { highWaterMark: 1 })
     return reply.type('application/json; charset=utf-8').send(stream as unknown as Envelope<Book[]>)
   })
 

@@ -41,6 +41,13 @@ const UPDATE = {
          WHERE id = $1 RETURNING id, title, author, year`
 }
 const DELETE = { name: 'books-delete', text: 'DELETE FROM books WHERE id = $1' }
+// PostgreSQL writes the JSON of a streamed page itself: one string per page reaches Node
+// instead of thousands of rows to parse, build and serialize again
+const JSON_PAGE = {
+  name: 'books-json-page',
+  text: `SELECT max(id)::text AS last_id, string_agg(row_to_json(page)::text, ',' ORDER BY id) AS json
+         FROM (SELECT id, title, author, year FROM books WHERE id > $1 ORDER BY id LIMIT $2) page`
+}
 const PAGE = {
   name: 'books-page',
   text: 'SELECT id, title, author, year FROM books WHERE id > $1 ORDER BY id LIMIT $2',
@@ -89,6 +96,13 @@ export function createBooksRepository (pipeline: Pipeline, pool: PostgresDb) {
     async page (afterId: string, limit: number): Promise<BookTuple[]> {
       const { rows } = await pool.query<BookTuple>({ ...PAGE, values: [afterId, limit] })
       return rows
+    },
+
+    /** The same page as comma-separated Book JSON, and its last id; null past the end. */
+    async jsonPage (afterId: string, limit: number): Promise<{ lastId: string, json: string } | null> {
+      const { rows } = await pool.query<{ last_id: string | null, json: string }>({ ...JSON_PAGE, values: [afterId, limit] })
+      const [row] = rows
+      return row?.last_id ? { lastId: row.last_id, json: row.json } : null
     }
   }
 }
