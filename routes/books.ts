@@ -1,10 +1,10 @@
 import { Readable } from 'node:stream'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { BookTuple } from '../plugins/app/books-repository.js'
+import type { FastifyInstance, onRequestHookHandler } from 'fastify'
+import type { JsonPage } from '../plugins/app/books-repository.js'
 import { EnvelopeSchema, ErrorEnvelopeSchema, Message, envelope, type Envelope } from '../src/envelope.js'
-import { ApiError } from '../src/errors.js'
+import { ApiError, errorHandler } from '../src/errors.js'
 import {
   BookCreateSchema, BookParamsSchema, BookPatchSchema, BookSchema, parseBookId, type Book
 } from '../src/schemas/book.js'
@@ -12,20 +12,11 @@ import {
 const errorResponses = { '4xx': ErrorEnvelopeSchema, '5xx': ErrorEnvelopeSchema }
 const invalidInput = { invalidBodyMessage: Message.InvalidInput }
 
-/** Up to this many books are answered at once; a longer listing is streamed. */
+/** Up to this many books are answered in one piece; a longer listing is streamed. */
 const SMALL_LISTING = 1000
 /** Books per query while streaming (about 190 KB of JSON); the service holds two pages at most. */
 const STREAM_PAGE = 2500
-
-function tupleToBook ([id, title, author, year]: BookTuple): Book {
-  return { id: Number(id), title, author, year }
-}
-
-/** The JSON of `rows`, comma-separated; `id` is bigint text, a valid JSON number as it is. */
-function booksJson (rows: BookTuple[]): string {
-  return rows.map(([id, title, author, year]) =>
-    `{"id":${id},"title":${JSON.stringify(title)},"author":${JSON.stringify(author)},"year":${year}}`).join(',')
-}
+const LISTING_START = `{"status":200,"message":"${Message.BooksRetrieved}","data":[`
 
 /**
  * The envelope of a long listing, in pieces: the first page already read, then each next page
@@ -34,18 +25,20 @@ function booksJson (rows: BookTuple[]): string {
  * cannot change the status any more: the stream errors, the connection is cut and the body
  * stays incomplete JSON, so no client takes a partial list for the whole one.
  */
-async function * listingChunks (first: BookTuple[], repository: FastifyInstance['booksRepository']) {
-  yield `{"status":200,"message":"${Message.BooksRetrieved}","data":[${booksJson(first)}`
-  const readAfter = (lastId: string) => {
-    const reading = repository.jsonPage(lastId, STREAM_PAGE)
+async function * listingChunks (first: JsonPage, repository: FastifyInstance['booksRepository']) {
+  yield LISTING_START + first.json
+  const readAfter = (page: JsonPage) => {
+    if (page.count === 0 || page.lastId === null) return null
+    const reading = repository.jsonPage(page.lastId, STREAM_PAGE)
     // Awaited below; this only keeps a read left behind by a departed client from being unhandled
     reading.catch(() => {})
     return reading
   }
-  let next = readAfter(first[first.length - 1]![0])
-  for (let page = await next; page !== null; page = await next) {
-    next = readAfter(page.lastId)
-    yield `,${page.json}`
+  for (let next = readAfter(first); next !== null;) {
+    const page = await next
+    // A short page is the last: no need to ask for more
+    next = page.count === STREAM_PAGE ? readAfter(page) : null
+    if (page.count > 0) yield `,${page.json}`
   }
   yield ']}'
 }
@@ -54,9 +47,9 @@ async function * listingChunks (first: BookTuple[], repository: FastifyInstance[
  * `onRequest` of the `/book/:id` routes, after authentication: an id no book can have is
  * answered 404 before the body is read and without a query.
  */
-async function requireBookId (request: FastifyRequest) {
+const requireBookId: onRequestHookHandler = function (request, reply, done) {
   const { id } = request.params as { id: string }
-  if (parseBookId(id) === null) throw new ApiError(404, Message.BookNotFound)
+  done(parseBookId(id) === null ? new ApiError(404, Message.BookNotFound) : undefined)
 }
 
 const books: FastifyPluginAsyncTypebox = async (fastify) => {
@@ -81,14 +74,14 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: EnvelopeSchema(Type.Array(BookSchema)), ...errorResponses }
     }
   }, async function (request, reply) {
-    const first = await booksRepository.page('0', SMALL_LISTING + 1)
-    if (first.length <= SMALL_LISTING) {
-      return envelope(200, Message.BooksRetrieved, first.map(tupleToBook))
-    }
-    // Too many to hold: stream them, page by page, as the client reads. The stream is the same
-    // envelope, written by hand (the type provider only knows serialized bodies)
-    const stream = Readable.from(listingChunks(first, booksRepository), { highWaterMark: 1 })
-    return reply.type('application/json; charset=utf-8').send(stream as unknown as Envelope<Book[]>)
+    const first = await booksRepository.jsonPage('0', SMALL_LISTING + 1, { first: true })
+    // Either way the body is the envelope, written here: PostgreSQL already made the books'
+    // JSON (the type provider only knows bodies it serializes itself)
+    const body = first.count <= SMALL_LISTING
+      ? `${LISTING_START}${first.json}]}`
+      // Too many to hold: stream them, page by page, as the client reads
+      : Readable.from(listingChunks(first, booksRepository), { highWaterMark: 1 })
+    return reply.type('application/json; charset=utf-8').send(body as unknown as Envelope<Book[]>)
   })
 
   fastify.get('/book/:id', {
@@ -106,10 +99,15 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.put('/book/:id', {
     config: invalidInput,
     onRequest: requireBookId,
-    // SPEC.md: the book is looked up before the body is parsed
-    preParsing: async function (request) {
-      const { id } = request.params as { id: string }
-      if (!await booksRepository.exists(id)) throw new ApiError(404, Message.BookNotFound)
+    // SPEC.md: the book is looked up before the body is parsed, so a body error is answered
+    // only for a book that exists. Looking up only then gives every answer the same as looking
+    // up first, and saves a query on every good request: the UPDATE finds a missing book itself
+    errorHandler: async function (error, request, reply) {
+      const bodyError = !(error instanceof ApiError) && [400, 413, 415].includes(error.statusCode ?? 0)
+      if (bodyError && !await booksRepository.exists((request.params as { id: string }).id)) {
+        return errorHandler(new ApiError(404, Message.BookNotFound), request, reply)
+      }
+      return errorHandler(error, request, reply)
     },
     schema: {
       params: BookParamsSchema,
@@ -117,7 +115,6 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: EnvelopeSchema(BookSchema), ...errorResponses }
     }
   }, async function (request) {
-    // Deleted between the lookup and now
     const book = await booksRepository.update(request.params.id, request.body)
     if (book === null) throw new ApiError(404, Message.BookNotFound)
     return envelope(200, Message.BookUpdated, book)

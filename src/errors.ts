@@ -54,7 +54,7 @@ export function isDatabaseUnavailable (error: { code?: string, message?: string 
  * fixed text; anything else is logged with its cause and answered with a generic 5xx, so no
  * stack, SQL or driver text reaches a client.
  */
-export function errorHandler (error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+export function errorHandler (error: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply) {
   if (error instanceof ApiError) {
     return reply.code(error.statusCode).send(failure(error.statusCode, error.message))
   }

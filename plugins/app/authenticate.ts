@@ -1,11 +1,11 @@
-import type { FastifyRequest } from 'fastify'
+import type { onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import { Message } from '../../src/envelope.js'
 import { ApiError } from '../../src/errors.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
-    authenticate: (request: FastifyRequest) => Promise<void>
+    authenticate: onRequestHookHandler
   }
 }
 
@@ -14,18 +14,19 @@ declare module 'fastify' {
  * touches the database. The token is the bare `Authorization` value; `Bearer <token>` is not a
  * token and fails verification. fast-jwt raises many error kinds, several of which
  * @fastify/jwt would turn into a 500: every one of them is simply `Invalid token` here.
+ * Callback style, being on every book request: an async hook costs a promise each time.
  */
 export default fp(async function authenticate (fastify) {
-  fastify.decorate('authenticate', async function (request: FastifyRequest) {
+  fastify.decorate('authenticate', function (request, reply, done) {
     const token = request.headers.authorization
-    if (!token) throw new ApiError(401, Message.AuthorizationRequired)
+    if (!token) return done(new ApiError(401, Message.AuthorizationRequired))
     let exp: number
     try {
       ({ exp } = fastify.jwt.verify<{ exp: number }>(token))
     } catch {
-      throw new ApiError(401, Message.InvalidToken)
+      return done(new ApiError(401, Message.InvalidToken))
     }
     // fast-jwt still accepts during the millisecond `exp * 1000`; the token is expired from then on
-    if (exp * 1000 <= Date.now()) throw new ApiError(401, Message.InvalidToken)
-  })
+    done(exp * 1000 <= Date.now() ? new ApiError(401, Message.InvalidToken) : undefined)
+  } satisfies onRequestHookHandler)
 }, { name: 'authenticate', dependencies: ['@fastify/jwt'] })

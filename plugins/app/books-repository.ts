@@ -16,8 +16,12 @@ interface BookRow {
   year: number
 }
 
-/** A row as `[id, title, author, year]`, `id` the decimal text of the bigint. */
-export type BookTuple = [string, string, string, number]
+/** Up to `limit` books after an id, as comma-separated Book JSON, with their count and last id. */
+export interface JsonPage {
+  count: number
+  lastId: string | null
+  json: string
+}
 
 /** bigint arrives from pg as a string; ids stay far below 2^53, so a JSON number is exact. */
 function toBook (row: BookRow): Book {
@@ -41,28 +45,27 @@ const UPDATE = {
          WHERE id = $1 RETURNING id, title, author, year`
 }
 const DELETE = { name: 'books-delete', text: 'DELETE FROM books WHERE id = $1' }
-// PostgreSQL writes the JSON of a streamed page itself: one string per page reaches Node
-// instead of thousands of rows to parse, build and serialize again
+// PostgreSQL writes the JSON of a page of the listing itself: one string reaches Node instead of
+// rows to parse, build and serialize again
 const JSON_PAGE = {
   name: 'books-json-page',
-  text: `SELECT max(id)::text AS last_id, string_agg(row_to_json(page)::text, ',' ORDER BY id) AS json
+  text: `SELECT count(*)::int AS count, max(id)::text AS last_id,
+                coalesce(string_agg(row_to_json(page)::text, ',' ORDER BY id), '') AS json
          FROM (SELECT id, title, author, year FROM books WHERE id > $1 ORDER BY id LIMIT $2) page`
-}
-const PAGE = {
-  name: 'books-page',
-  text: 'SELECT id, title, author, year FROM books WHERE id > $1 ORDER BY id LIMIT $2',
-  rowMode: 'array' as const
 }
 
 /**
- * All SQL of the service. Ids are passed as the decimal strings `parseBookId` accepted. The
- * single statements go through the shared pipelined connections; the pages of a listing go
- * through the pool, so a long listing never queues in front of them.
+ * All SQL of the service. Ids are passed as the decimal strings `parseBookId` accepted.
+ *
+ * Reads go through the shared pipelined connections. Writes go through the pool: a commit waits
+ * for its WAL flush, and commits on separate connections share one flush, where a pipeline would
+ * wait for each in turn. The pages of a long listing after the first also use the pool, so they
+ * never queue in front of the reads.
  */
 export function createBooksRepository (pipeline: Pipeline, pool: PostgresDb) {
   return {
     async create ({ title, author, year }: BookCreate): Promise<Book> {
-      const { rows } = await pipeline.query<BookRow>({ ...CREATE, values: [title, author, year] })
+      const { rows } = await pool.query<BookRow>({ ...CREATE, values: [title, author, year] })
       return toBook(rows[0]!)
     },
 
@@ -77,32 +80,28 @@ export function createBooksRepository (pipeline: Pipeline, pool: PostgresDb) {
     },
 
     async update (id: string, { title, author, year }: BookPatch): Promise<Book | null> {
-      const { rows } = await pipeline.query<BookRow>({
+      const { rows } = await pool.query<BookRow>({
         ...UPDATE, values: [id, title ?? null, author ?? null, year ?? null]
       })
       return rows[0] ? toBook(rows[0]) : null
     },
 
     async delete (id: string): Promise<boolean> {
-      const { rowCount } = await pipeline.query({ ...DELETE, values: [id] })
+      const { rowCount } = await pool.query({ ...DELETE, values: [id] })
       return rowCount === 1
     },
 
     /**
-     * Up to `limit` books with ids above `afterId`, in id order: one page of a listing that
-     * continues where the last page ended (a keyset cursor). Each page is a short query of its
-     * own, so a listing holds no connection and no transaction while the client reads.
+     * One page of the listing: up to `limit` books with ids above `afterId`, in id order. A
+     * listing goes on where its last page ended (a keyset cursor), so each page is a short query
+     * of its own and a listing holds no connection or transaction while the client reads.
      */
-    async page (afterId: string, limit: number): Promise<BookTuple[]> {
-      const { rows } = await pool.query<BookTuple>({ ...PAGE, values: [afterId, limit] })
-      return rows
-    },
-
-    /** The same page as comma-separated Book JSON, and its last id; null past the end. */
-    async jsonPage (afterId: string, limit: number): Promise<{ lastId: string, json: string } | null> {
-      const { rows } = await pool.query<{ last_id: string | null, json: string }>({ ...JSON_PAGE, values: [afterId, limit] })
-      const [row] = rows
-      return row?.last_id ? { lastId: row.last_id, json: row.json } : null
+    async jsonPage (afterId: string, limit: number, { first = false } = {}): Promise<JsonPage> {
+      const query = { ...JSON_PAGE, values: [afterId, limit] }
+      const { rows: [row] } = first
+        ? await pipeline.query<{ count: number, last_id: string | null, json: string }>(query)
+        : await pool.query<{ count: number, last_id: string | null, json: string }>(query)
+      return { count: row!.count, lastId: row!.last_id, json: row!.json }
     }
   }
 }

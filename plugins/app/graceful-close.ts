@@ -11,7 +11,8 @@ export default fp(async function gracefulClose (fastify) {
   fastify.addHook('preClose', async function () {
     closing = true
   })
-  fastify.addHook('onSend', async function (request, reply) {
+  fastify.addHook('onSend', function (request, reply, payload, done) {
     if (closing && request.raw.httpVersionMajor === 1) reply.header('connection', 'close')
+    done(null, payload)
   })
 }, { name: 'graceful-close' })

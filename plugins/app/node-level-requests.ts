@@ -15,10 +15,10 @@ export default fp(async function nodeLevelRequests (fastify) {
   fastify.server.on('checkExpectation', (request, response) => {
     endSocketWithEnvelope(response.socket!, 417)
   })
-  fastify.addHook('onRequest', async function (request) {
+  fastify.addHook('onRequest', function (request, reply, done) {
     // RFC 9112 section 3.2: a server must answer 400 to an HTTP/1.1 request without Host
-    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
-      throw new ApiError(400, Message.BadRequest)
-    }
+    done(request.headers.host === undefined && request.raw.httpVersion === '1.1'
+      ? new ApiError(400, Message.BadRequest)
+      : undefined)
   })
 }, { name: 'node-level-requests' })

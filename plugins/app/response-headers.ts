@@ -12,7 +12,9 @@ export function setResponseHeaders (request: FastifyRequest, reply: FastifyReply
 }
 
 export default fp(async function responseHeaders (fastify) {
-  fastify.addHook('onSend', async function (request, reply) {
+  // Callback style: this runs on every response, and an async hook costs a promise each time
+  fastify.addHook('onSend', function (request, reply, payload, done) {
     setResponseHeaders(request, reply)
+    done(null, payload)
   })
 }, { name: 'response-headers' })
