@@ -289,7 +289,7 @@ async function startService (dbUrl, logPath) {
       AUTH_PASSWORD: PASSWORD,
       PORT: String(port),
       HOST: '127.0.0.1',
-      LOG_LEVEL: 'info',
+      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
       // /token is measured, not the limiter
       TOKEN_RATE_LIMIT: '1000000000'
     },
