@@ -176,7 +176,9 @@ t.test('SIGTERM lets a request in flight finish, then exits 0', async (t) => {
     if (Date.now() - signalled > 3000) throw new Error('still accepting connections 3 s after SIGTERM')
     await sleep(20)
   }
-  await sleep(Math.max(0, 300 - (Date.now() - signalled)))
+  // Longer than fastify-cli's default grace of 500 ms, which would cut the request off, and
+  // shorter than the 3 s statement timeout, which would fail it
+  await sleep(Math.max(0, 2000 - (Date.now() - signalled)))
   t.equal(settled, false, 'the PUT is still waiting on the lock')
   t.equal(service.exit, null, 'the process waits for the request in flight')
 
