@@ -56,12 +56,12 @@ export const options: FastifyHttpOptions<Server> = {
   routerOptions: { maxParamLength: 16 * 1024 },
   genReqId: () => randomUUID(),
   logger: {
-    // Nothing logs headers, bodies or configuration today; this keeps a future line from leaking them
+    // Nothing logs headers, bodies or configuration today; this keeps a future line from leaking
+    // them. Exact paths only: wildcards made redaction a fifth of the CPU time of a request
     redact: {
       paths: [
-        'req.headers.authorization', 'headers.authorization', '*.headers.authorization',
-        'password', '*.password', 'token', '*.token', 'SECRET_TOKEN', '*.SECRET_TOKEN',
-        'AUTH_PASSWORD', '*.AUTH_PASSWORD', 'DB_URL', '*.DB_URL'
+        'req.headers.authorization', 'headers.authorization', 'password', 'token',
+        'body.password', 'body.token', 'config.SECRET_TOKEN', 'config.AUTH_PASSWORD', 'config.DB_URL'
       ],
       censor: '[redacted]'
     }
