@@ -14,13 +14,13 @@
 const { execFileSync, spawn, spawnSync } = require('node:child_process')
 const { randomBytes } = require('node:crypto')
 const fs = require('node:fs')
-const net = require('node:net')
 const os = require('node:os')
 const path = require('node:path')
-const pg = require('pg')
+const { setTimeout: sleep } = require('node:timers/promises')
+const {
+  ROOT, USERNAME, PASSWORD, admin, databaseUrl, freePort, serviceCommand, stopChild, request, issueToken
+} = require('./common.js')
 
-const ROOT = path.resolve(__dirname, '..', '..')
-const ADMIN_URL = process.env.TEST_DB_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const SECONDS = positive('BENCH_SECONDS', 5)
 const ROUNDS = positive('ROUNDS', 3)
 const WARMUP_SECONDS = 1
@@ -29,8 +29,6 @@ const THREADS = 2
 const BOOKS = 100
 const START_TIMEOUT_MS = 20_000
 
-const USERNAME = 'bench'
-const PASSWORD = randomBytes(12).toString('base64url')
 const SECRET = randomBytes(36).toString('base64url') // 48 characters
 
 function positive (name, fallback) {
@@ -40,8 +38,6 @@ function positive (name, fallback) {
   if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer, got ${raw}`)
   return value
 }
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /**
  * The benchmarked requests. `lua` is the body of the wrk script (the token is a Lua global
@@ -155,23 +151,13 @@ const state = {
 
 function cleanup () {
   state.cleaning ??= (async () => {
-    await Promise.all([...state.children].map((child) => stopChild(child)))
+    await Promise.all([...state.children].map((child) => stopChild(child, 10_000)))
     if (state.dbName !== null) {
       await admin((client) => client.query(`DROP DATABASE IF EXISTS ${state.dbName} WITH (FORCE)`))
         .catch((err) => console.error(`bench: could not drop database ${state.dbName}: ${err.message}`))
     }
   })()
   return state.cleaning
-}
-
-/** SIGTERM, then SIGKILL when the process is still there after 10 s. */
-async function stopChild (child) {
-  if (child.exitCode !== null || child.signalCode !== null) return
-  const exited = new Promise((resolve) => child.once('exit', resolve))
-  child.kill('SIGTERM')
-  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000)
-  await exited
-  clearTimeout(timer)
 }
 
 function track (child) {
@@ -189,23 +175,6 @@ for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
 
 // --- database ---------------------------------------------------------------------------------
 
-async function admin (fn, url = ADMIN_URL) {
-  const client = new pg.Client({ connectionString: url, application_name: 'bookkeeping-bench' })
-  client.on('error', () => {})
-  await client.connect()
-  try {
-    return await fn(client)
-  } finally {
-    await client.end()
-  }
-}
-
-function databaseUrl (name) {
-  const url = new URL(ADMIN_URL)
-  url.pathname = `/${name}`
-  return url.toString()
-}
-
 /** Back to rows 1..100: what a run inserted goes, and dead rows are vacuumed away. */
 async function resetTable (dbUrl) {
   await admin(async (client) => {
@@ -216,26 +185,15 @@ async function resetTable (dbUrl) {
 
 // --- processes --------------------------------------------------------------------------------
 
-function freePort () {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address()
-      server.close(() => resolve(port))
-    })
-  })
-}
-
 /** Polls POST /token until it answers 200; fails when the process exits first. */
-async function waitUntilReady (name, child, url, logPath) {
+async function waitUntilReady (name, child, port, logPath) {
   const deadline = Date.now() + START_TIMEOUT_MS
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null) {
       throw new Error(`${name} exited (${child.exitCode ?? child.signalCode}) before it answered\n${tail(logPath)}`)
     }
     try {
-      await issueToken(url)
+      await issueToken(port)
       return
     } catch (err) {
       if (Date.now() > deadline) throw new Error(`${name} did not answer within ${START_TIMEOUT_MS} ms: ${err.message}\n${tail(logPath)}`)
@@ -252,53 +210,22 @@ function tail (file) {
   }
 }
 
-async function issueToken (url) {
-  const response = await request(url, 'POST', '/token', { username: USERNAME, password: PASSWORD })
-  if (response.status !== 200) throw new Error(`POST /token answered ${response.status}: ${response.text}`)
-  return response.body.data.token
-}
-
-async function request (url, method, urlPath, body, token) {
-  const headers = {}
-  if (token !== undefined) headers.authorization = token
-  if (body !== undefined) headers['content-type'] = 'application/json'
-  const response = await fetch(`${url}${urlPath}`, {
-    method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(5000)
-  })
-  const text = await response.text()
-  let parsed = null
-  try {
-    parsed = JSON.parse(text)
-  } catch {}
-  return { status: response.status, text, body: parsed }
-}
-
 /** The service as `npm start` runs it (its prestart build is done by `npm run bench`). */
 async function startService (dbUrl, logPath) {
-  const start = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts.start
   const port = await freePort()
+  const { command, args, env } = serviceCommand({
+    DB_URL: dbUrl,
+    SECRET_TOKEN: SECRET,
+    PORT: String(port),
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+    // /token is measured, not the limiter
+    TOKEN_RATE_LIMIT: '1000000000'
+  })
   const log = fs.openSync(logPath, 'a')
-  const child = track(spawn('/bin/sh', ['-c', `exec ${start}`], {
-    cwd: ROOT,
-    env: {
-      PATH: `${path.join(ROOT, 'node_modules', '.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
-      HOME: process.env.HOME ?? os.tmpdir(),
-      DB_URL: dbUrl,
-      SECRET_TOKEN: SECRET,
-      AUTH_USERNAME: USERNAME,
-      AUTH_PASSWORD: PASSWORD,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
-      // /token is measured, not the limiter
-      TOKEN_RATE_LIMIT: '1000000000'
-    },
-    stdio: ['ignore', log, log]
-  }))
+  const child = track(spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', log, log] }))
   fs.closeSync(log)
-  const url = `http://127.0.0.1:${port}`
-  await waitUntilReady('the service', child, url, logPath)
-  return { name: 'service', url, child }
+  await waitUntilReady('the service', child, port, logPath)
+  return { name: 'service', url: `http://127.0.0.1:${port}`, port, child }
 }
 
 async function startReference (dbUrl, logPath) {
@@ -318,9 +245,8 @@ async function startReference (dbUrl, logPath) {
     stdio: ['ignore', log, log]
   }))
   fs.closeSync(log)
-  const url = `http://127.0.0.1:${port}`
-  await waitUntilReady('the reference server', child, url, logPath)
-  return { name: 'reference', url, child }
+  await waitUntilReady('the reference server', child, port, logPath)
+  return { name: 'reference', url: `http://127.0.0.1:${port}`, port, child }
 }
 
 /**
@@ -328,7 +254,7 @@ async function startReference (dbUrl, logPath) {
  * Returns the differences found (printed, not fatal).
  */
 async function compareAnswers (service, reference) {
-  const token = await issueToken(service.url)
+  const token = await issueToken(service.port)
   const checks = [
     ['GET', '/book/7'],
     ['GET', '/books'],
@@ -345,7 +271,7 @@ async function compareAnswers (service, reference) {
   for (const [method, urlPath, body, tokenOverride] of checks) {
     const answers = []
     for (const server of [service, reference]) {
-      answers.push(await request(server.url, method, urlPath, body, tokenOverride ?? token))
+      answers.push(await request(server.port, method, urlPath, { body, token: tokenOverride ?? token }))
     }
     if (answers[0].status !== answers[1].status || answers[0].text !== answers[1].text) {
       differences.push(`${method} ${urlPath}${body === undefined ? '' : ` ${JSON.stringify(body)}`}: ` +
@@ -354,12 +280,12 @@ async function compareAnswers (service, reference) {
   }
   // Each server's token must pass the other's check
   for (const [issuer, verifier] of [[service, reference], [reference, service]]) {
-    const answer = await request(verifier.url, 'GET', '/book/1', undefined, await issueToken(issuer.url))
+    const answer = await request(verifier.port, 'GET', '/book/1', { token: await issueToken(issuer.port) })
     if (answer.status !== 200) differences.push(`a ${issuer.name} token is refused by the ${verifier.name}: ${answer.status} ${answer.text}`)
   }
-  const created = await Promise.all([service, reference].map((server) => request(server.url, 'POST', '/book', JSON.parse(BOOK_BODY), token)))
+  const created = await Promise.all([service, reference].map((server) => request(server.port, 'POST', '/book', { body: JSON.parse(BOOK_BODY), token })))
   for (const [i, answer] of created.entries()) {
-    const { data, ...rest } = answer.body ?? {}
+    const { data, ...rest } = answer.json ?? {}
     if (answer.status !== 201 || JSON.stringify(rest) !== '{"status":201,"message":"Book created successfully"}' ||
         JSON.stringify({ ...data, id: 0 }) !== JSON.stringify({ id: 0, ...JSON.parse(BOOK_BODY) })) {
       differences.push(`POST /book on the ${i === 0 ? 'service' : 'reference'}: ${answer.status} ${answer.text}`)
@@ -545,7 +471,7 @@ async function main () {
     const runs = { service: [], reference: [] }
     for (let round = 1; round <= ROUNDS; round++) {
       for (const target of [service, reference]) {
-        const token = await issueToken(service.url)
+        const token = await issueToken(service.port)
         await run(scenario, target, token, WARMUP_SECONDS)
         if (scenario.mutates) await resetTable(dbUrl)
         const result = await run(scenario, target, token, SECONDS)

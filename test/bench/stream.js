@@ -24,13 +24,13 @@ const { randomBytes } = require('node:crypto')
 const { readFileSync, writeFileSync } = require('node:fs')
 const http = require('node:http')
 const net = require('node:net')
-const { join, resolve } = require('node:path')
+const { join } = require('node:path')
 const readline = require('node:readline')
 const { setTimeout: sleep } = require('node:timers/promises')
-const pg = require('pg')
+const {
+  ROOT, connect, admin, databaseUrl, freePort, serviceCommand, stopChild, request, issueToken
+} = require('./common.js')
 
-const ROOT = resolve(__dirname, '..', '..')
-const ADMIN_URL = process.env.TEST_DB_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const SIZES = parseSizes(process.env.SIZES ?? '1000000')
 const PAUSE_MS = Number(process.env.BENCH_PAUSE_MS ?? 3000)
 /** A service that holds back during the pause uses less CPU than this and grows less than that. */
@@ -53,8 +53,6 @@ const DISCONNECT_WAIT_MS = 10_000
 const PREFIX = Buffer.from('{"status":200,"message":"Books retrieved successfully","data":[')
 const SUFFIX = Buffer.from(']}')
 const ROW_START = Buffer.from('{"id":')
-const USERNAME = 'bench'
-const PASSWORD = randomBytes(18).toString('base64url')
 const MB = 1e6
 const KB = 1024
 
@@ -188,27 +186,9 @@ class Child {
 
   /** SIGTERM, then SIGKILL when it has not exited within STOP_TIMEOUT_MS. */
   async stop () {
-    if (this.running) {
-      this.child.kill('SIGTERM')
-      await Promise.race([this.exited, sleep(STOP_TIMEOUT_MS)])
-    }
-    if (this.running) {
-      this.child.kill('SIGKILL')
-      await this.exited
-    }
-    return this.exit
+    if (this.running) await stopChild(this.child, STOP_TIMEOUT_MS)
+    return await this.exited
   }
-}
-
-function freePort () {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address()
-      server.close(() => resolve(port))
-    })
-  })
 }
 
 function accepts (port) {
@@ -228,37 +208,6 @@ async function waitForPort (child, port) {
     if (Date.now() > deadline) throw new Error(`${child.name} not listening on ${port} after ${START_TIMEOUT_MS} ms`)
     await sleep(50)
   }
-}
-
-/** A small request; the body is read whole and parsed as JSON when it is JSON. */
-function request (port, method, path, { token, body, timeoutMs = 10_000 } = {}) {
-  return new Promise((resolve, reject) => {
-    const headers = {}
-    if (token !== undefined) headers.authorization = token
-    let payload
-    if (body !== undefined) {
-      payload = JSON.stringify(body)
-      headers['content-type'] = 'application/json'
-      headers['content-length'] = Buffer.byteLength(payload)
-    }
-    const started = performance.now()
-    const req = http.request({ host: '127.0.0.1', port, method, path, headers, agent: false, timeout: timeoutMs }, (res) => {
-      const chunks = []
-      res.on('data', (chunk) => chunks.push(chunk))
-      res.on('error', reject)
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8')
-        let json = null
-        try {
-          json = JSON.parse(text)
-        } catch {}
-        resolve({ status: res.statusCode, text, json, ms: performance.now() - started })
-      })
-    })
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)))
-    req.on('error', reject)
-    req.end(payload)
-  })
 }
 
 /**
@@ -452,17 +401,9 @@ function cleanup () {
     }
     await state.seeder?.end().catch(() => {})
     if (state.database !== null) {
-      const admin = new pg.Client({ connectionString: ADMIN_URL, application_name: 'bookkeeping-bench' })
-      admin.on('error', () => {})
-      try {
-        await admin.connect()
-        await admin.query(`DROP DATABASE IF EXISTS ${state.database} WITH (FORCE)`)
-        console.log(`database ${state.database} dropped`)
-      } catch (err) {
-        console.error(`could not drop database ${state.database}: ${err.message}`)
-      } finally {
-        await admin.end().catch(() => {})
-      }
+      await admin((client) => client.query(`DROP DATABASE IF EXISTS ${state.database} WITH (FORCE)`)).then(
+        () => console.log(`database ${state.database} dropped`),
+        (err) => console.error(`could not drop database ${state.database}: ${err.message}`))
     }
     await state.admin?.end().catch(() => {})
   })()
@@ -477,21 +418,16 @@ for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
   })
 }
 
-async function startService (databaseUrl) {
-  const { start } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts
+async function startService (dbUrl) {
   const port = await freePort()
-  const service = new Child('service', '/bin/sh', ['-c', `exec ${start}`], {
-    PATH: `${join(ROOT, 'node_modules/.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
-    HOME: process.env.HOME ?? '/tmp',
-    DB_URL: databaseUrl,
+  const { start, command, args, env } = serviceCommand({
+    DB_URL: dbUrl,
     SECRET_TOKEN: randomBytes(36).toString('base64url'),
-    AUTH_USERNAME: USERNAME,
-    AUTH_PASSWORD: PASSWORD,
     TOKEN_RATE_LIMIT: '10000',
-    HOST: '127.0.0.1',
     PORT: String(port),
     LOG_LEVEL
   })
+  const service = new Child('service', command, args, env)
   service.port = port
   service.command = start
   state.service = service
@@ -500,24 +436,18 @@ async function startService (databaseUrl) {
 }
 
 /** The buffering baseline, started again when it died on the previous size. */
-async function baseline (databaseUrl) {
+async function baseline (dbUrl) {
   if (state.baseline?.running) return state.baseline
   const port = await freePort()
   const child = new Child('baseline', process.execPath, [join(__dirname, 'buffered-list.js')], {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
-    DB_URL: databaseUrl,
+    DB_URL: dbUrl,
     PORT: String(port)
   })
   child.port = port
   state.baseline = child
   await waitForPort(child, port)
   return child
-}
-
-async function token (service) {
-  const response = await request(service.port, 'POST', '/token', { body: { username: USERNAME, password: PASSWORD } })
-  if (response.status !== 200) throw new Error(`POST /token answered ${response.status}: ${response.text.slice(0, 200)}`)
-  return response.json.data.token
 }
 
 async function seed (seeder, from, to) {
@@ -582,7 +512,7 @@ function printTable (rows) {
 
 /** A reader that stops after ~1 MB for PAUSE_MS, then reads the rest. */
 async function slowReader (admin, service, size) {
-  const authorization = await token(service)
+  const authorization = await issueToken(service.port)
   const memory = new MemoryProbe(service.pid).start()
   const pause = {}
   let pausing = null
@@ -639,7 +569,7 @@ async function slowReader (admin, service, size) {
 
 /** A client that disconnects after ~1 MB: the service must let go of its query and keep serving. */
 async function disconnect (admin, service, size) {
-  const authorization = await token(service)
+  const authorization = await issueToken(service.port)
   const requestedAt = performance.now()
   const out = await streamBooks(service.port, authorization, {
     onChunk: ({ out, abort }) => { if (out.bytes >= PROBE_BYTES) abort() }
@@ -691,25 +621,19 @@ async function disconnect (admin, service, size) {
 }
 
 async function main () {
-  state.admin = new pg.Client({ connectionString: ADMIN_URL, application_name: 'bookkeeping-bench' })
-  state.admin.on('error', () => {})
-  await state.admin.connect()
+  state.admin = await connect()
   const database = `bookkeeping_bench_${process.pid}_${randomBytes(4).toString('hex')}`
   await state.admin.query(`CREATE DATABASE ${database}`)
   state.database = database
-  const url = new URL(ADMIN_URL)
-  url.pathname = `/${database}`
-  const databaseUrl = url.toString()
+  const dbUrl = databaseUrl(database)
 
-  const service = await startService(databaseUrl)
+  const service = await startService(dbUrl)
   console.log(`bookkeeping GET /books bench: sizes ${SIZES.map(group).join(', ')}; node ${process.version}; ` +
     `commit ${gitDescription()}`)
   console.log(`service pid ${service.pid} on port ${service.port}: ${service.command}`)
   console.log(`database ${database}; pause ${PAUSE_MS} ms; RSS sampled every ${SAMPLE_MS} ms`)
 
-  state.seeder = new pg.Client({ connectionString: databaseUrl, application_name: 'bookkeeping-bench' })
-  state.seeder.on('error', () => {})
-  await state.seeder.connect()
+  state.seeder = await connect(dbUrl)
 
   const rows = []
   let seeded = 0
@@ -719,10 +643,10 @@ async function main () {
     seeded = size
     if (interrupted) return
     if (!service.running) throw new Error(service.describeExit())
-    rows.push(await measure('service', service, size, await token(service)))
+    rows.push(await measure('service', service, size, await issueToken(service.port)))
     if (interrupted) return
     try {
-      rows.push(await measure('buffered baseline', await baseline(databaseUrl), size, ''))
+      rows.push(await measure('buffered baseline', await baseline(dbUrl), size, ''))
     } catch (err) {
       rows.push({ size, implementation: 'buffered baseline', firstByteMs: null, totalMs: 0, bytes: 0, rows: 0, rateMBs: null, peak: null, before: null, cpu: null, result: `failed: ${err.message}` })
     }

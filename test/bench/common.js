@@ -1,0 +1,133 @@
+'use strict'
+/** What test/bench/run.js and test/bench/stream.js share: the service, its database, its clients. */
+const { randomBytes } = require('node:crypto')
+const fs = require('node:fs')
+const http = require('node:http')
+const net = require('node:net')
+const os = require('node:os')
+const path = require('node:path')
+const pg = require('pg')
+
+const ROOT = path.resolve(__dirname, '..', '..')
+const ADMIN_URL = process.env.TEST_DB_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+const USERNAME = 'bench'
+const PASSWORD = randomBytes(12).toString('base64url')
+
+/** A connected client; its errors surface in the queries, not as an unhandled 'error'. */
+async function connect (url = ADMIN_URL) {
+  const client = new pg.Client({ connectionString: url, application_name: 'bookkeeping-bench' })
+  client.on('error', () => {})
+  await client.connect()
+  return client
+}
+
+/** `fn(client)` on a connection of its own, closed afterwards. */
+async function admin (fn, url = ADMIN_URL) {
+  const client = await connect(url)
+  try {
+    return await fn(client)
+  } finally {
+    await client.end()
+  }
+}
+
+function databaseUrl (name) {
+  const url = new URL(ADMIN_URL)
+  url.pathname = `/${name}`
+  return url.toString()
+}
+
+function freePort () {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+/**
+ * The service as `npm start` starts it: package.json's start command through
+ * `/bin/sh -c "exec <scripts.start>"` (so the spawned pid is the service itself), with
+ * node_modules/.bin on PATH; `env` is added to the environment.
+ */
+function serviceCommand (env) {
+  const { start } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts
+  return {
+    start,
+    command: '/bin/sh',
+    args: ['-c', `exec ${start}`],
+    env: {
+      PATH: `${path.join(ROOT, 'node_modules', '.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
+      HOME: process.env.HOME ?? os.tmpdir(),
+      AUTH_USERNAME: USERNAME,
+      AUTH_PASSWORD: PASSWORD,
+      HOST: '127.0.0.1',
+      ...env
+    }
+  }
+}
+
+/** SIGTERM, then SIGKILL when the process is still there after `killAfterMs`. */
+async function stopChild (child, killAfterMs) {
+  if (child.exitCode !== null || child.signalCode !== null) return
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  child.kill('SIGTERM')
+  const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs)
+  await exited
+  clearTimeout(timer)
+}
+
+/** A small request on a fresh connection; the body is read whole and parsed as JSON when it is JSON. */
+function request (port, method, path, { token, body, timeoutMs = 10_000 } = {}) {
+  return new Promise((resolve, reject) => {
+    const headers = {}
+    if (token !== undefined) headers.authorization = token
+    let payload
+    if (body !== undefined) {
+      payload = JSON.stringify(body)
+      headers['content-type'] = 'application/json'
+      headers['content-length'] = Buffer.byteLength(payload)
+    }
+    const started = performance.now()
+    const req = http.request({ host: '127.0.0.1', port, method, path, headers, agent: false, timeout: timeoutMs }, (res) => {
+      const chunks = []
+      res.on('data', (chunk) => chunks.push(chunk))
+      res.on('error', reject)
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8')
+        let json = null
+        try {
+          json = JSON.parse(text)
+        } catch {}
+        resolve({ status: res.statusCode, text, json, ms: performance.now() - started })
+      })
+    })
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)))
+    req.on('error', reject)
+    req.end(payload)
+  })
+}
+
+async function issueToken (port) {
+  const response = await request(port, 'POST', '/token', { body: { username: USERNAME, password: PASSWORD } })
+  if (response.status !== 200) throw new Error(`POST /token answered ${response.status}: ${response.text.slice(0, 200)}`)
+  return response.json.data.token
+}
+
+module.exports = {
+  ROOT,
+  ADMIN_URL,
+  USERNAME,
+  PASSWORD,
+  connect,
+  admin,
+  databaseUrl,
+  freePort,
+  serviceCommand,
+  stopChild,
+  request,
+  issueToken
+}
