@@ -55,16 +55,22 @@ function freePort () {
  */
 function serviceCommand (env) {
   const { start } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts
+  // BENCH_WORKERS > 1: the same command line, run by that many node:cluster workers
+  const workers = Number(process.env.BENCH_WORKERS || 1)
+  const command = workers > 1
+    ? start.replace(/^fastify start /, `node ${path.join(__dirname, 'cluster.js')} `)
+    : start
   return {
-    start,
+    start: command,
     command: '/bin/sh',
-    args: ['-c', `exec ${start}`],
+    args: ['-c', `exec ${command}`],
     env: {
       PATH: `${path.join(ROOT, 'node_modules', '.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
       HOME: process.env.HOME ?? os.tmpdir(),
       AUTH_USERNAME: USERNAME,
       AUTH_PASSWORD: PASSWORD,
       HOST: '127.0.0.1',
+      BENCH_WORKERS: String(workers),
       ...env
     }
   }

@@ -456,7 +456,7 @@ async function main () {
     `  client, both servers and PostgreSQL share this machine; both servers on one database (${BOOKS} rows, ids 1..${BOOKS}),`,
     `  GET/PUT /book/<id> pick ids uniformly from 1..${BOOKS}; after each run of a writing scenario the rows it`,
     `  inserted are deleted and the table vacuumed, so every run starts from the same ${BOOKS} rows`,
-    '  service: `npm start` (fastify-cli), LOG_LEVEL=info to a file, pool max 10, TOKEN_RATE_LIMIT=1e9;',
+    `  service: \`npm start\` (fastify-cli)${Number(process.env.BENCH_WORKERS || 1) > 1 ? ` in ${process.env.BENCH_WORKERS} node:cluster workers` : ''}, LOG_LEVEL=${process.env.BENCH_LOG_LEVEL ?? 'info'} to a file, pool max 10, TOKEN_RATE_LIMIT=1e9;`,
     '  reference: test/bench/reference.js (node:http + pg, pg.Pool defaults: max 10, no logging)'
   ]
   console.log(`\n${header.join('\n')}\n`)
