@@ -4,7 +4,7 @@
  * sockets. These cover what `inject` cannot: start-up failures, signals, Node's HTTP parser and
  * the database going away under a running process.
  */
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { migrations } from '../src/db/migrations.js'
 import { ADMIN_URL, PASSWORD, SECRET, USERNAME, createDatabase, testEnv } from './helper.js'
 import {
@@ -82,14 +82,20 @@ t.test('an unreachable database stops the start-up with one line about the datab
   t.equal(await probe(service.port), 'refused', 'nothing listens on the port')
 })
 
-t.test('data survives a SIGTERM and a restart on the same database', async (t) => {
+/** A service on a fresh database holding one book: the service, the database, a token, the book. */
+async function serviceWithBook (t: Test, fields: { title: string, author: string, year: number }) {
   const dbUrl = await createDatabase(t)
-  const first = await startService(t, testEnv(dbUrl))
-  const token = await first.token()
-  const created = await first.request('POST', '/book', { token, body: { title: 'Dune', author: 'Frank Herbert', year: 1965 } })
+  const service = await startService(t, testEnv(dbUrl))
+  const token = await service.token()
+  const created = await service.request('POST', '/book', { token, body: fields })
   t.equal(created.status, 201, `POST /book: ${created.text}`)
   const book = (created.body as { data: { id: number } }).data
-  t.match(book, { id: Number, title: 'Dune', author: 'Frank Herbert', year: 1965 }, 'the created book')
+  t.match(book, { id: Number, ...fields }, 'the created book')
+  return { dbUrl, service, token, book }
+}
+
+t.test('data survives a SIGTERM and a restart on the same database', async (t) => {
+  const { dbUrl, service: first, book } = await serviceWithBook(t, { title: 'Dune', author: 'Frank Herbert', year: 1965 })
 
   first.child.kill('SIGTERM')
   t.strictSame(await first.waitForExit(), { code: 0, signal: null }, 'SIGTERM exits 0')
@@ -139,12 +145,7 @@ t.test('two instances starting together on a fresh database both come up and mig
 })
 
 t.test('SIGTERM lets a request in flight finish, then exits 0', async (t) => {
-  const dbUrl = await createDatabase(t)
-  const service = await startService(t, testEnv(dbUrl))
-  const token = await service.token()
-  const created = await service.request('POST', '/book', { token, body: { title: 'Emma', author: 'Jane Austen', year: 1815 } })
-  t.equal(created.status, 201, `POST /book: ${created.text}`)
-  const book = (created.body as { data: { id: number } }).data
+  const { dbUrl, service, token, book } = await serviceWithBook(t, { title: 'Emma', author: 'Jane Austen', year: 1815 })
 
   const admin = await pgClient(t, ADMIN_URL)
   const locker = await pgClient(t, dbUrl)
