@@ -24,6 +24,25 @@ function nonEmptyLines (text: string): string[] {
   return text.split('\n').filter((line) => line.trim() !== '')
 }
 
+/**
+ * Starts the service with `env` and expects it to refuse: a failure exit of its own, one line on
+ * stderr matching `line`, no stack trace, none of `secrets` anywhere, nothing listening.
+ */
+async function expectStartupFailure (t: Test, env: Record<string, string>, line: string | RegExp, secrets: string[]) {
+  const service = await spawnService(t, env)
+  const exit = await service.waitForExit()
+  t.not(exit.code, 0, 'exits with a failure code')
+  t.not(exit.code, null, 'exits by itself, not by a signal')
+  const lines = nonEmptyLines(service.stderr)
+  t.equal(lines.length, 1, 'stderr holds exactly one line')
+  t.match(lines[0], line, 'the line says what is wrong')
+  t.notMatch(service.stdout + service.stderr, STACK_FRAME, 'no stack trace')
+  for (const secret of secrets) {
+    t.notMatch(service.stdout + service.stderr, secret, 'no secret or password in the output')
+  }
+  t.equal(await probe(service.port), 'refused', 'nothing listens on the port')
+}
+
 t.test('configuration errors stop the start-up with one line naming the variable', async (t) => {
   // A real, empty database: were a check missing, the service would come up on it
   const dbUrl = await createDatabase(t)
@@ -46,19 +65,7 @@ t.test('configuration errors stop the start-up with one line naming the variable
   t.jobs = 2
   for (const { name, variable, env } of cases) {
     t.test(name, async (t) => {
-      const service = await spawnService(t, env)
-      const exit = await service.waitForExit()
-      t.not(exit.code, 0, 'exits with a failure code')
-      t.not(exit.code, null, 'exits by itself, not by a signal')
-      const lines = nonEmptyLines(service.stderr)
-      t.equal(lines.length, 1, 'stderr holds exactly one line')
-      t.match(lines[0], variable, 'the line names the variable')
-      t.notMatch(service.stderr, STACK_FRAME, 'no stack trace on stderr')
-      t.notMatch(service.stdout, STACK_FRAME, 'no stack trace on stdout')
-      for (const secret of [SECRET, SECRET.slice(0, 31), PASSWORD]) {
-        t.notMatch(service.stdout + service.stderr, secret, 'no secret in the output')
-      }
-      t.equal(await probe(service.port), 'refused', 'nothing listens on the port')
+      await expectStartupFailure(t, env, variable, [SECRET, SECRET.slice(0, 31), PASSWORD])
     })
   }
 })
@@ -68,18 +75,7 @@ t.test('an unreachable database stops the start-up with one line about the datab
   const dbPassword = 'db-password-that-must-stay-private'
   const env = testEnv(`postgres://bookkeeping:${dbPassword}@127.0.0.1:${deadPort}/bookkeeping`)
   t.equal(await probe(deadPort), 'refused', 'precondition: nothing listens where DB_URL points')
-  const service = await spawnService(t, env)
-  const exit = await service.waitForExit()
-  t.not(exit.code, 0, 'exits with a failure code')
-  t.not(exit.code, null, 'exits by itself, not by a signal')
-  const lines = nonEmptyLines(service.stderr)
-  t.equal(lines.length, 1, 'stderr holds exactly one line')
-  t.match(lines[0], /database/i, 'the line mentions the database')
-  t.notMatch(service.stdout + service.stderr, STACK_FRAME, 'no stack trace')
-  for (const secret of [SECRET, PASSWORD, dbPassword]) {
-    t.notMatch(service.stdout + service.stderr, secret, 'no secret or password in the output')
-  }
-  t.equal(await probe(service.port), 'refused', 'nothing listens on the port')
+  await expectStartupFailure(t, env, /database/i, [SECRET, PASSWORD, dbPassword])
 })
 
 /** A service on a fresh database holding one book: the service, the database, a token, the book. */
