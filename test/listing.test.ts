@@ -41,6 +41,29 @@ t.test('a list over 1,000 books is the whole envelope, in id order', async (t) =
   t.strictSame(body.data.at(-1), { id: 25_123, title: 'Title 25123 "quoted" \\ ü', author: 'Author 25123', year: 24_123 })
 })
 
+t.test('the switch to streaming at 1,000 books loses and repeats no book', async (t) => {
+  const dbUrl = await createDatabase(t)
+  const app = await build(t, dbUrl)
+  const token = await getToken(app)
+  const db = await seed(t, dbUrl, 1000)
+  const list = async () => {
+    const response = await app.inject({ method: 'GET', url: '/books', headers: { authorization: token } })
+    t.equal(response.statusCode, 200)
+    return { chunked: response.headers['transfer-encoding'] === 'chunked', ids: response.json().data.map((book: { id: number }) => book.id) }
+  }
+  const whole = await list()
+  t.notOk(whole.chunked, '1,000 books are answered in one piece')
+  t.strictSame(whole.ids, Array.from({ length: 1000 }, (_, i) => i + 1))
+  await seed(t, dbUrl, 1)
+  const streamed = await list()
+  t.ok(streamed.chunked, '1,001 books are streamed')
+  t.strictSame(streamed.ids, Array.from({ length: 1001 }, (_, i) => i + 1))
+  // Exactly one full page past the first, so the page after it is empty: the stream must end well
+  await db.query('INSERT INTO books (title, author, year) SELECT \'x\', \'y\', 1 FROM generate_series(1, 2500)')
+  const pages = await list()
+  t.strictSame(pages.ids, Array.from({ length: 3501 }, (_, i) => i + 1))
+})
+
 /** A GET /books on a real socket that can pause, resume and abort. */
 function openListing (service: Service, token: string) {
   return new Promise<{ status: number, chunks: Buffer[], pause: () => void, resume: () => void, abort: () => void, complete: Promise<boolean> }>((resolve, reject) => {
@@ -70,11 +93,17 @@ async function activeQueries (admin: Awaited<ReturnType<typeof pgClient>>, dbUrl
   return rows[0].n as number
 }
 
-t.test('a slow reader holds back the reading; a reader that leaves stops it', async (t) => {
+/** A real service process on a fresh database holding `count` books. */
+async function serviceWithBooks (t: Test, count: number) {
   const dbUrl = await createDatabase(t)
   const service = await startService(t, testEnv(dbUrl))
   const token = await service.token()
-  const db = await seed(t, dbUrl, 300_000)
+  const db = await seed(t, dbUrl, count)
+  return { dbUrl, service, token, db }
+}
+
+t.test('a slow reader holds back the reading; a reader that leaves stops it', async (t) => {
+  const { dbUrl, service, token, db } = await serviceWithBooks(t, 300_000)
 
   const listing = await openListing(service, token)
   t.equal(listing.status, 200)
@@ -97,10 +126,7 @@ t.test('a slow reader holds back the reading; a reader that leaves stops it', as
 })
 
 t.test('a failure after the status has gone out cuts the connection; the body stays incomplete', async (t) => {
-  const dbUrl = await createDatabase(t)
-  const service = await startService(t, testEnv(dbUrl))
-  const token = await service.token()
-  const db = await seed(t, dbUrl, 300_000)
+  const { service, token, db } = await serviceWithBooks(t, 300_000)
 
   const listing = await openListing(service, token)
   t.equal(listing.status, 200, 'the status went out with the first page')
