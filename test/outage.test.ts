@@ -204,13 +204,24 @@ async function lockBooks (t: Test, dbUrl: string) {
   }
 }
 
+/** Every request that needs the database, sent at once, each timed. */
+function allDatabaseCalls (service: Service, token: string) {
+  return Promise.all(databaseCalls(token).map((call) => timed(service, call)))
+}
+
+/** Every database request sent while `books` is locked, once they wait inside PostgreSQL. */
+async function requestsBlockedInDatabase (t: Test, dbUrl: string, service: Service, token: string) {
+  const lock = await lockBooks(t, dbUrl)
+  const inFlight = allDatabaseCalls(service, token)
+  await lock.waitForBlocked(2)
+  return { lock, inFlight }
+}
+
 t.test('database unreachable (connections cut, new ones refused): 503 within 5 s, then service resumes', async (t) => {
   const { dbUrl, proxy, service, token, book } = await serviceBehindProxy(t)
 
   // Requests blocked inside PostgreSQL when the connections are cut
-  const lock = await lockBooks(t, dbUrl)
-  const inFlight = Promise.all(databaseCalls(token).map((call) => timed(service, call)))
-  await lock.waitForBlocked(2)
+  const { lock, inFlight } = await requestsBlockedInDatabase(t, dbUrl, service, token)
   await proxy.cut()
   t.equal(proxy.openSockets, 0, 'precondition: the proxy holds no connection')
   t.equal(await probe(proxy.port), 'refused', 'precondition: the proxy refuses new connections')
@@ -233,14 +244,12 @@ t.test('database blackholed (bytes swallowed, nothing refused): 503 within the b
   const { dbUrl, proxy, service, token, book } = await serviceBehindProxy(t)
 
   // Requests blocked inside PostgreSQL when the network starts swallowing packets
-  const lock = await lockBooks(t, dbUrl)
-  const inFlight = Promise.all(databaseCalls(token).map((call) => timed(service, call)))
-  await lock.waitForBlocked(2)
+  const { lock, inFlight } = await requestsBlockedInDatabase(t, dbUrl, service, token)
   await proxy.blackhole()
   const openAtBlackhole = proxy.openSockets
   // New requests meanwhile: the pool hands out its idle connections (queries swallowed) and
   // opens new ones (accepted, start-up swallowed)
-  const fresh = Promise.all(databaseCalls(token).map((call) => timed(service, call)))
+  const fresh = allDatabaseCalls(service, token)
   await assertNoDatabaseNeeded(t, service, token, 'while blackholed')
   const [stranded, swallowed] = await Promise.all([inFlight, fresh])
   await lock.release()
@@ -250,7 +259,7 @@ t.test('database blackholed (bytes swallowed, nothing refused): 503 within the b
   assertUnavailable(t, swallowed, BLACKHOLE_BOUND, 'while blackholed')
 
   // Once the pool's connections have all been given up, new ones only: the same again
-  const again = Promise.all(databaseCalls(token).map((call) => timed(service, call)))
+  const again = allDatabaseCalls(service, token)
   assertUnavailable(t, await again, BLACKHOLE_BOUND, 'while still blackholed')
   t.equal(service.exit, null, 'the process is still running')
 
