@@ -46,7 +46,7 @@ export type BookCreate = Static<typeof BookCreateSchema>
 export type BookPatch = Static<typeof BookPatchSchema>
 
 const BIGINT_MAX = 9223372036854775807n
-const ID_SHAPE = /^[1-9][0-9]{0,18}$/
+const ID_SHAPE = new RegExp(BookParamsSchema.properties.id.pattern!)
 
 /** The id as the decimal string PostgreSQL gets, or null when no book can have it. */
 export function parseBookId (raw: string): string | null {
