@@ -74,7 +74,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: EnvelopeSchema(Type.Array(BookSchema)), ...errorResponses }
     }
   }, async function (request, reply) {
-    const first = await booksRepository.jsonPage('0', SMALL_LISTING + 1, { first: true })
+    const first = await booksRepository.firstPage(SMALL_LISTING + 1)
     // Either way the body is the envelope, written here: PostgreSQL already made the books'
     // JSON (the type provider only knows bodies it serializes itself)
     const body = first.count <= SMALL_LISTING

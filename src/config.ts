@@ -18,7 +18,6 @@ export const ConfigSchema = Type.Object({
     { default: 'info' }
   ),
   DB_POOL_MAX: Type.Integer({ minimum: 1, maximum: 100, default: 10 }),
-  DB_PIPELINE_CONNECTIONS: Type.Integer({ minimum: 1, maximum: 16, default: 1 }),
   // Attempts at POST /token per client address and minute
   TOKEN_RATE_LIMIT: Type.Integer({ minimum: 1, default: 30 })
 })

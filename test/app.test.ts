@@ -92,20 +92,3 @@ t.test('an id no book can have is answered without a query', async (t) => {
   t.equal(real.status, 503, 'a real lookup does reach the database, which is cut off')
   t.strictSame(real.body, envelopeOf(503, 'Service unavailable'))
 })
-
-t.test('DB_PIPELINE_CONNECTIONS spreads the reads over that many connections', async (t) => {
-  const dbUrl = await createDatabase(t)
-  const app = await build(t, dbUrl, { DB_PIPELINE_CONNECTIONS: '3' })
-  const token = await getToken(app)
-  const created = await call(app, token, { method: 'POST', url: '/book', payload: { title: 't', author: 'a', year: 1 } })
-  const reads = await Promise.all(Array.from({ length: 30 }, () =>
-    call(app, token, { method: 'GET', url: `/book/${created.body.data.id}` })))
-  t.ok(reads.every(({ status }) => status === 200), 'every read answered')
-  const admin = new pg.Client({ connectionString: dbUrl })
-  await admin.connect()
-  t.teardown(() => admin.end())
-  // The pool made one connection for the write; the reads opened the pipelined ones
-  const { rows } = await admin.query(
-    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'bookkeeping'")
-  t.equal(rows[0].n, 1 + 3, 'one pooled connection and three pipelined ones')
-})

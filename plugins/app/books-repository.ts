@@ -1,6 +1,6 @@
 import type { PostgresDb } from '@fastify/postgres'
 import fp from 'fastify-plugin'
-import type { Pipeline } from '../../src/db/pipeline.js'
+import { batched } from '../../src/db/batch.js'
 import type { Book, BookCreate, BookPatch } from '../../src/schemas/book.js'
 
 declare module 'fastify' {
@@ -28,21 +28,33 @@ function toBook (row: BookRow): Book {
   return { id: Number(row.id), title: row.title, author: row.author, year: row.year }
 }
 
-// Named, so each connection parses and plans a statement once and then only binds it
-const FIND = { name: 'books-find', text: 'SELECT id, title, author, year FROM books WHERE id = $1' }
+// Named, so each connection parses and plans a statement once and then only binds it.
+// The batched statements take arrays: one statement answers every call of a batch (src/db/batch.ts)
+const FIND = {
+  name: 'books-find',
+  text: 'SELECT id, title, author, year FROM books WHERE id = ANY($1::bigint[])'
+}
 const EXISTS = { name: 'books-exists', text: 'SELECT 1 FROM books WHERE id = $1' }
+// Rows are inserted, given ids and returned in the order of the calls
 const CREATE = {
   name: 'books-create',
-  text: 'INSERT INTO books (title, author, year) VALUES ($1, $2, $3) RETURNING id, title, author, year'
+  text: `INSERT INTO books (title, author, year)
+         SELECT title, author, year
+         FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS new(title, author, year, n)
+         ORDER BY n
+         RETURNING id, title, author, year`
 }
-// One statement, so concurrent updates of different fields all take effect
+// One statement per book, so concurrent updates of different fields all take effect; a null
+// field keeps its value. A batch never holds two updates of one book (see `update`).
 const UPDATE = {
   name: 'books-update',
   text: `UPDATE books SET
-           title = COALESCE($2, title),
-           author = COALESCE($3, author),
-           year = COALESCE($4, year)
-         WHERE id = $1 RETURNING id, title, author, year`
+           title = COALESCE(patch.title, books.title),
+           author = COALESCE(patch.author, books.author),
+           year = COALESCE(patch.year, books.year)
+         FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[]) AS patch(id, title, author, year)
+         WHERE books.id = patch.id
+         RETURNING books.id, books.title, books.author, books.year`
 }
 const DELETE = { name: 'books-delete', text: 'DELETE FROM books WHERE id = $1' }
 // PostgreSQL writes the JSON of a page of the listing itself: one string reaches Node instead of
@@ -57,55 +69,94 @@ const JSON_PAGE = {
 /**
  * All SQL of the service. Ids are passed as the decimal strings `parseBookId` accepted.
  *
- * Reads go through the shared pipelined connections. Writes go through the pool: a commit waits
- * for its WAL flush, and commits on separate connections share one flush, where a pipeline would
- * wait for each in turn. The pages of a long listing after the first also use the pool, so they
- * never queue in front of the reads.
+ * Finds, creates, updates and the first page of listings are batched (src/db/batch.ts): the
+ * calls made while one statement is in PostgreSQL share the next. On 2 cores shared with
+ * PostgreSQL, this more than doubles the throughput of each (README, Performance): one statement
+ * and one commit do the work of dozens. Deletes, the existence check of a bad PUT and the later
+ * pages of a long listing are single statements.
  */
-export function createBooksRepository (pipeline: Pipeline, pool: PostgresDb) {
-  return {
-    async create ({ title, author, year }: BookCreate): Promise<Book> {
-      const { rows } = await pool.query<BookRow>({ ...CREATE, values: [title, author, year] })
-      return toBook(rows[0]!)
-    },
+export function createBooksRepository (pool: PostgresDb) {
+  const finds = batched<string, Book | null>(async (ids) => {
+    const { rows } = await pool.query<BookRow>({ ...FIND, values: [ids] })
+    const byId = new Map(rows.map((row) => [row.id, toBook(row)]))
+    return ids.map((id) => byId.get(id) ?? null)
+  })
 
-    async find (id: string): Promise<Book | null> {
-      const { rows } = await pipeline.query<BookRow>({ ...FIND, values: [id] })
-      return rows[0] ? toBook(rows[0]) : null
-    },
+  const creates = batched<BookCreate, Book>(async (books) => {
+    const { rows } = await pool.query<BookRow>({
+      ...CREATE,
+      values: [books.map((b) => b.title), books.map((b) => b.author), books.map((b) => b.year)]
+    })
+    return rows.map(toBook)
+  })
+
+  const updates = batched<{ id: string, patch: BookPatch }, Book | null>(async (calls) => {
+    const answers = new Array<Book | null>(calls.length)
+    // Two updates of one book in one statement would see the same old row and one would be
+    // lost: the second goes in a statement of its own, after the first
+    for (let pending = calls.map((_, i) => i); pending.length > 0;) {
+      const seen = new Set<string>()
+      const round = pending.filter((i) => !seen.has(calls[i]!.id) && seen.add(calls[i]!.id))
+      pending = pending.filter((i) => !round.includes(i))
+      const patches = round.map((i) => calls[i]!)
+      const { rows } = await pool.query<BookRow>({
+        ...UPDATE,
+        values: [
+          patches.map((c) => c.id),
+          patches.map((c) => c.patch.title ?? null),
+          patches.map((c) => c.patch.author ?? null),
+          patches.map((c) => c.patch.year ?? null)
+        ]
+      })
+      const byId = new Map(rows.map((row) => [row.id, toBook(row)]))
+      for (const i of round) answers[i] = byId.get(calls[i]!.id) ?? null
+    }
+    return answers
+  })
+
+  async function readPage (afterId: string, limit: number): Promise<JsonPage> {
+    const { rows: [row] } = await pool.query<{ count: number, last_id: string | null, json: string }>({
+      ...JSON_PAGE, values: [afterId, limit]
+    })
+    return { count: row!.count, lastId: row!.last_id, json: row!.json }
+  }
+
+  // Listings that start together share the query of their first page. Each still reads after
+  // it arrived: a batch is sent only after all its calls were made.
+  const firstPages = batched<number, JsonPage>((limits) => {
+    const pages = new Map([...new Set(limits)].map((limit) => [limit, readPage('0', limit)]))
+    return Promise.all(limits.map((limit) => pages.get(limit)!))
+  })
+
+  return {
+    create: (book: BookCreate): Promise<Book> => creates.load(book),
+
+    find: (id: string): Promise<Book | null> => finds.load(id),
 
     async exists (id: string): Promise<boolean> {
-      const { rowCount } = await pipeline.query({ ...EXISTS, values: [id] })
+      const { rowCount } = await pool.query({ ...EXISTS, values: [id] })
       return rowCount === 1
     },
 
-    async update (id: string, { title, author, year }: BookPatch): Promise<Book | null> {
-      const { rows } = await pool.query<BookRow>({
-        ...UPDATE, values: [id, title ?? null, author ?? null, year ?? null]
-      })
-      return rows[0] ? toBook(rows[0]) : null
-    },
+    update: (id: string, patch: BookPatch): Promise<Book | null> => updates.load({ id, patch }),
 
     async delete (id: string): Promise<boolean> {
       const { rowCount } = await pool.query({ ...DELETE, values: [id] })
       return rowCount === 1
     },
 
+    /** The start of the listing: up to `limit` books with the lowest ids. */
+    firstPage: (limit: number): Promise<JsonPage> => firstPages.load(limit),
+
     /**
      * One page of the listing: up to `limit` books with ids above `afterId`, in id order. A
      * listing goes on where its last page ended (a keyset cursor), so each page is a short query
      * of its own and a listing holds no connection or transaction while the client reads.
      */
-    async jsonPage (afterId: string, limit: number, { first = false } = {}): Promise<JsonPage> {
-      const query = { ...JSON_PAGE, values: [afterId, limit] }
-      const { rows: [row] } = first
-        ? await pipeline.query<{ count: number, last_id: string | null, json: string }>(query)
-        : await pool.query<{ count: number, last_id: string | null, json: string }>(query)
-      return { count: row!.count, lastId: row!.last_id, json: row!.json }
-    }
+    jsonPage: readPage
   }
 }
 
 export default fp(async function booksRepository (fastify) {
-  fastify.decorate('booksRepository', createBooksRepository(fastify.pgPipeline, fastify.pg))
+  fastify.decorate('booksRepository', createBooksRepository(fastify.pg))
 }, { name: 'books-repository', dependencies: ['postgres', 'migrate'] })

@@ -1,20 +1,11 @@
 import fastifyPostgres from '@fastify/postgres'
 import fp from 'fastify-plugin'
-import { Pipeline } from '../../src/db/pipeline.js'
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** Shared pipelined connections for single-statement queries (src/db/pipeline.ts). */
-    pgPipeline: Pipeline
-  }
-}
 
 export const DB_CONNECT_TIMEOUT_MS = 2_000
 export const DB_QUERY_TIMEOUT_MS = 3_000
 
 /**
- * The PostgreSQL pool as `fastify.pg`, and a few pipelined connections as `fastify.pgPipeline`,
- * both with the same settings and closed when the server closes.
+ * The PostgreSQL pool as `fastify.pg`, closed when the server closes.
  *
  * @fastify/postgres adds no `error` listener to the pool: an idle client dropped by the server
  * (restart, `pg_terminate_backend`) would then emit an unhandled `error` and end the process.
@@ -23,8 +14,8 @@ export const DB_QUERY_TIMEOUT_MS = 3_000
  * @see https://github.com/fastify/fastify-postgres
  */
 export default fp(async function postgres (fastify) {
-  const { DB_URL, DB_POOL_MAX, DB_PIPELINE_CONNECTIONS } = fastify.config
-  const connection = {
+  const { DB_URL, DB_POOL_MAX } = fastify.config
+  await fastify.register(fastifyPostgres, {
     connectionString: DB_URL,
     application_name: 'bookkeeping',
     // A lost database must cost a request at most 5 s: 2 s to get a connection, 3 s for the
@@ -35,14 +26,10 @@ export default fp(async function postgres (fastify) {
     query_timeout: DB_QUERY_TIMEOUT_MS + 100,
     idle_in_transaction_session_timeout: DB_QUERY_TIMEOUT_MS,
     keepAlive: true,
-    keepAliveInitialDelayMillis: 10_000
-  }
-  await fastify.register(fastifyPostgres, { ...connection, max: DB_POOL_MAX })
+    keepAliveInitialDelayMillis: 10_000,
+    max: DB_POOL_MAX
+  })
   fastify.pg.pool.on('error', (err) => {
     fastify.log.warn({ err }, 'idle database connection lost')
   })
-
-  const pipeline = new Pipeline(connection, DB_PIPELINE_CONNECTIONS, fastify.log)
-  fastify.decorate('pgPipeline', pipeline)
-  fastify.addHook('onClose', () => pipeline.close())
 }, { name: 'postgres', dependencies: ['@fastify/env'] })

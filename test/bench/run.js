@@ -5,7 +5,8 @@
  * reference server (test/bench/reference.js), on one fresh database, same machine, same client.
  *
  * Environment: BENCH_SECONDS (per measured run, default 5), ROUNDS (default 3), TEST_DB_URL
- * (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_CLIENT=autocannon to skip wrk.
+ * (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_CLIENT=autocannon to skip wrk,
+ * BENCH_ONLY (run only the scenarios whose name contains it).
  *
  * Prints one table and writes the raw numbers as JSON under os.tmpdir(); nothing in the
  * repository changes. Exits 0 when it ran, whatever the numbers: this is not a test.
@@ -23,6 +24,8 @@ const {
 
 const SECONDS = positive('BENCH_SECONDS', 5)
 const ROUNDS = positive('ROUNDS', 3)
+// While working on one scenario: BENCH_ONLY=POST runs the scenarios whose name contains it
+const ONLY = process.env.BENCH_ONLY || undefined
 const WARMUP_SECONDS = 1
 const CONNECTIONS = 32
 const THREADS = 2
@@ -467,7 +470,7 @@ async function main () {
   }
 
   const results = []
-  for (const scenario of SCENARIOS) {
+  for (const scenario of SCENARIOS.filter((s) => ONLY === undefined || s.name.includes(ONLY))) {
     const runs = { service: [], reference: [] }
     for (let round = 1; round <= ROUNDS; round++) {
       for (const target of [service, reference]) {

@@ -1,0 +1,109 @@
+import t from 'tap'
+import pg from 'pg'
+import { build, call, createDatabase, getToken } from './helper.js'
+
+/**
+ * Concurrent finds, creates, updates and listings share statements (src/db/batch.ts). Each
+ * test sends its requests together, checks that every answer is the one it would get alone,
+ * and that fewer statements than requests reached PostgreSQL: without batching that check fails.
+ */
+t.test('batched statements', async (t) => {
+  const dbUrl = await createDatabase(t)
+  const app = await build(t, dbUrl)
+  const token = await getToken(app)
+  const request = (options: Parameters<typeof call>[2]) => call(app, token, options)
+  const admin = new pg.Client({ connectionString: dbUrl })
+  await admin.connect()
+  t.teardown(() => admin.end())
+
+  /** The statements that reach the driver while `fn` runs (every pg.Client; the admin one idles). */
+  async function countingStatements<T> (fn: () => Promise<T>): Promise<{ result: T, statements: number }> {
+    const query = pg.Client.prototype.query
+    let statements = 0
+    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      statements++
+      return (query as (...args: unknown[]) => unknown).apply(this, args)
+    } as typeof query
+    try {
+      return { result: await fn(), statements }
+    } finally {
+      pg.Client.prototype.query = query
+    }
+  }
+
+  t.test('concurrent creates: each answer is its own book, fewer transactions than books', async (t) => {
+    const books = Array.from({ length: 60 }, (_, i) => ({ title: `Batch "${i}" {x}, \\`, author: `Author ${i}`, year: 1900 + i }))
+    const created = await Promise.all(books.map((book) => request({ method: 'POST', url: '/book', payload: book })))
+    for (const [i, { status, body }] of created.entries()) {
+      t.equal(status, 201)
+      t.strictSame(body.data, { id: body.data.id, ...books[i] }, `create ${i}`)
+    }
+    const ids = created.map(({ body }) => body.data.id)
+    t.equal(new Set(ids).size, books.length, 'unique ids')
+    const { rows } = await admin.query(
+      'SELECT id::int, title, author, year, xmin::text AS transaction FROM books WHERE id = ANY($1)', [ids])
+    for (const row of rows) {
+      const i = ids.indexOf(row.id)
+      t.strictSame({ title: row.title, author: row.author, year: row.year }, books[i], `stored ${i}`)
+    }
+    const transactions = new Set(rows.map((row) => row.transaction)).size
+    t.ok(transactions < books.length, `${books.length} creates committed in ${transactions} transactions`)
+  })
+
+  t.test('concurrent finds: each answer is its own book or 404, fewer statements than requests', async (t) => {
+    const { rows } = await admin.query("INSERT INTO books (title, author, year) SELECT 'Find ' || n, 'A', n FROM generate_series(1, 20) n RETURNING id::int, title, year")
+    const missing = Array.from({ length: 10 }, (_, i) => 1_000_000 + i)
+    const ids = [...rows.map((row) => row.id), ...missing, ...rows.map((row) => row.id)]
+    const { result: found, statements } = await countingStatements(() =>
+      Promise.all(ids.map((id) => request({ method: 'GET', url: `/book/${id}` }))))
+    for (const [i, { status, body }] of found.entries()) {
+      const row = rows.find((row) => row.id === ids[i])
+      if (row === undefined) {
+        t.strictSame({ status, body }, { status: 404, body: { status: 404, message: 'Book not found', data: null } })
+      } else {
+        t.strictSame({ status, data: body.data }, { status: 200, data: { id: row.id, title: row.title, author: 'A', year: row.year } })
+      }
+    }
+    t.ok(statements < ids.length, `${ids.length} finds in ${statements} statements`)
+  })
+
+  t.test('concurrent updates of one book: each answer shows its own update, applied in turn', async (t) => {
+    const { rows: [book] } = await admin.query("INSERT INTO books (title, author, year) VALUES ('Old', 'Old', 1) RETURNING id::int")
+    const titles = Array.from({ length: 30 }, (_, i) => `Title ${i}`)
+    const updated = await Promise.all(titles.map((title, i) =>
+      request({ method: 'PUT', url: `/book/${book.id}`, payload: i % 2 === 0 ? { title } : { title, year: i } })))
+    for (const [i, { status, body }] of updated.entries()) {
+      t.equal(status, 200)
+      t.equal(body.data.title, titles[i], `update ${i} answers its own title`)
+    }
+    const { rows: [stored] } = await admin.query('SELECT title FROM books WHERE id = $1', [book.id])
+    t.ok(titles.includes(stored.title), 'the stored title is one of the updates')
+  })
+
+  t.test('concurrent updates of many books and of none: 200 with the new book or 404', async (t) => {
+    const { rows } = await admin.query("INSERT INTO books (title, author, year) SELECT 'Up ' || n, 'A', n FROM generate_series(1, 30) n RETURNING id::int, year")
+    const targets = [...rows.map((row) => row.id), 2_000_000, 2_000_001]
+    const { result: updated, statements } = await countingStatements(() => Promise.all(targets.map((id) =>
+      request({ method: 'PUT', url: `/book/${id}`, payload: { author: `Author of ${id}` } }))))
+    for (const [i, { status, body }] of updated.entries()) {
+      const row = rows.find((row) => row.id === targets[i])
+      if (row === undefined) t.equal(status, 404, `update of missing ${targets[i]}`)
+      else t.strictSame(body.data, { id: row.id, title: `Up ${row.year}`, author: `Author of ${row.id}`, year: row.year })
+    }
+    t.ok(statements < targets.length, `${targets.length} updates in ${statements} statements`)
+  })
+
+  t.test('concurrent listings share the query of their first page and answer alike', async (t) => {
+    const alone = await request({ method: 'GET', url: '/books' })
+    const { result: listed, statements } = await countingStatements(() =>
+      Promise.all(Array.from({ length: 20 }, () => request({ method: 'GET', url: '/books' }))))
+    for (const { status, body } of listed) t.strictSame({ status, body }, { status: 200, body: alone.body })
+    t.ok(statements < listed.length, `${listed.length} listings in ${statements} statements`)
+  })
+
+  t.test('a listing that starts after a create sees it', async (t) => {
+    const created = await request({ method: 'POST', url: '/book', payload: { title: 'Last', author: 'A', year: 1 } })
+    const { body } = await request({ method: 'GET', url: '/books' })
+    t.strictSame(body.data.at(-1), created.body.data)
+  })
+})
