@@ -6,7 +6,8 @@ import { Type, type Static } from '@sinclair/typebox'
  * so that a bad value is reported like any other.
  */
 export const ConfigSchema = Type.Object({
-  DB_URL: Type.String({ pattern: '^postgres(ql)?://' }),
+  // A PostgreSQL server (postgres://...), or the embedded PGlite: pglite:memory, pglite:<directory>
+  DB_URL: Type.String({ pattern: '^(postgres(ql)?://|pglite:.)' }),
   // RFC 7518 section 3.2: an HS256 key must be at least 256 bits
   SECRET_TOKEN: Type.String({ minLength: 32 }),
   AUTH_USERNAME: Type.String({ minLength: 1 }),
@@ -19,7 +20,13 @@ export const ConfigSchema = Type.Object({
   ),
   DB_POOL_MAX: Type.Integer({ minimum: 1, maximum: 100, default: 10 }),
   // Attempts at POST /token per client address and minute
-  TOKEN_RATE_LIMIT: Type.Integer({ minimum: 1, default: 30 })
+  TOKEN_RATE_LIMIT: Type.Integer({ minimum: 1, default: 30 }),
+  // Browser origins allowed to call the service (CORS), comma-separated `http(s)://host[:port]`
+  // without path or `*`; empty: CORS off
+  CORS_ORIGINS: Type.String({
+    default: '',
+    pattern: '^\\s*(https?://[^/?#\\s,*]+\\s*(,\\s*https?://[^/?#\\s,*]+\\s*)*)?$'
+  })
 })
 
 export type Config = Static<typeof ConfigSchema>

@@ -1,11 +1,18 @@
 import fastifyPostgres from '@fastify/postgres'
 import fp from 'fastify-plugin'
+import { EMBEDDED_PREFIX, isEmbedded, startEmbedded } from '../../src/db/embedded.js'
 
 export const DB_CONNECT_TIMEOUT_MS = 2_000
 export const DB_QUERY_TIMEOUT_MS = 3_000
 
 /**
  * The PostgreSQL pool as `fastify.pg`, closed when the server closes.
+ *
+ * With `DB_URL=pglite:<directory>` or `pglite:memory` the database is PGlite, started here in a
+ * worker thread and reached over a loopback socket (src/db/embedded.ts): everything above the
+ * driver is the same code as with a PostgreSQL server. PGlite is one session, which every
+ * connection to it shares, so the pool then has one connection: two would collide on the
+ * names of the prepared statements.
  *
  * @fastify/postgres adds no `error` listener to the pool: an idle client dropped by the server
  * (restart, `pg_terminate_backend`) would then emit an unhandled `error` and end the process.
@@ -15,8 +22,18 @@ export const DB_QUERY_TIMEOUT_MS = 3_000
  */
 export default fp(async function postgres (fastify) {
   const { DB_URL, DB_POOL_MAX } = fastify.config
+  let connectionString = DB_URL
+  if (isEmbedded(DB_URL)) {
+    const store = await startEmbedded(DB_URL.slice(EMBEDDED_PREFIX.length), (err) => {
+      fastify.log.error({ err }, 'the embedded database failed')
+    })
+    connectionString = store.url
+    // onClose hooks run last-added first: added before the pool's, this runs after the pool
+    // has closed its connection
+    fastify.addHook('onClose', () => store.stop())
+  }
   await fastify.register(fastifyPostgres, {
-    connectionString: DB_URL,
+    connectionString,
     application_name: 'bookkeeping',
     // A lost database must cost a request at most 5 s: 2 s to get a connection, 3 s for the
     // query. The server cancels a slow statement itself; the client-side timeout covers a
@@ -27,7 +44,7 @@ export default fp(async function postgres (fastify) {
     idle_in_transaction_session_timeout: DB_QUERY_TIMEOUT_MS,
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
-    max: DB_POOL_MAX
+    max: isEmbedded(DB_URL) ? 1 : DB_POOL_MAX
   })
   fastify.pg.pool.on('error', (err) => {
     fastify.log.warn({ err }, 'idle database connection lost')
