@@ -1,14 +1,50 @@
+import { spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import { build as buildApplication } from 'fastify-cli/helper.js'
 import type { FastifyInstance, FastifyServerOptions, InjectOptions } from 'fastify'
 import pg from 'pg'
 import type { Test } from 'tap'
+import { startEmbedded } from '../src/db/embedded.js'
 
 export const ADMIN_URL = process.env.TEST_DB_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 export const APP_PATH = 'src/app.ts'
 export const USERNAME = 'librarian'
 export const PASSWORD = 'correct horse battery staple'
 export const SECRET = 'test-secret-that-is-at-least-32-bytes-long!'
+
+/** Whether something accepts TCP connections at the admin URL's host and port, within 1 s. */
+function serverAnswers (): boolean {
+  const { hostname, port } = new URL(ADMIN_URL)
+  const probe = `require('node:net').connect(${Number(port || 5432)}, ${JSON.stringify(hostname)})
+    .on('connect', () => process.exit(0)).on('error', () => process.exit(1)).setTimeout(1000, () => process.exit(1))`
+  return spawnSync(process.execPath, ['-e', probe]).status === 0
+}
+
+/**
+ * The store the tests run on: `TEST_STORE=postgres` or `pglite`; unset, the PostgreSQL server
+ * at TEST_DB_URL when one answers, else PGlite (src/db/embedded.ts), started per test file.
+ */
+export const STORE: 'postgres' | 'pglite' = process.env.TEST_STORE === 'pglite' || process.env.TEST_STORE === 'postgres'
+  ? process.env.TEST_STORE
+  : serverAnswers() ? 'postgres' : 'pglite'
+
+/**
+ * For `t.test(name, { skip: NEEDS_SERVER }, ...)`: what only a PostgreSQL server can do (other
+ * sessions, locks, terminating backends, refusing connections to one database). PGlite is one
+ * session shared by every connection.
+ */
+export const NEEDS_SERVER = STORE === 'pglite' && 'needs a PostgreSQL server (PGlite is a single session)'
+
+/**
+ * An empty PGlite cluster, dumped by the first store the tests start: loading it takes a
+ * fraction of the seconds that creating a cluster does. Keyed by PGlite's version.
+ */
+const PGLITE_VERSION = (JSON.parse(fs.readFileSync(
+  path.join(__dirname, '..', 'node_modules', '@electric-sql', 'pglite', 'package.json'), 'utf8')) as { version: string }).version
+const PGLITE_TEMPLATE = path.join(os.tmpdir(), `bookkeeping-pglite-${PGLITE_VERSION}.tar`)
 
 /** `postgres://...` of a database named `name` on the admin URL's server. */
 export function databaseUrl (name: string): string {
@@ -27,8 +63,24 @@ async function admin<T> (fn: (client: pg.Client) => Promise<T>): Promise<T> {
   }
 }
 
-/** A fresh, empty database for this test file, dropped when the file ends. */
+/**
+ * A fresh, empty database for this test file, dropped when the file ends. On PGlite: a new
+ * in-memory PGlite served on a loopback port, the same way the service serves `pglite:` itself.
+ */
 export async function createDatabase (t: Test): Promise<string> {
+  if (STORE === 'pglite') {
+    const template = fs.existsSync(PGLITE_TEMPLATE) ? PGLITE_TEMPLATE : undefined
+    const store = await startEmbedded('memory', (err) => t.fail(`the embedded database failed: ${err.message}`), { template })
+    t.teardown(() => store.stop())
+    if (template === undefined) {
+      // The first store of the run keeps its empty cluster for the next ones. Written aside
+      // and renamed, so a test file starting meanwhile never loads half a file
+      const partial = `${PGLITE_TEMPLATE}.${process.pid}`
+      fs.writeFileSync(partial, await store.dump())
+      fs.renameSync(partial, PGLITE_TEMPLATE)
+    }
+    return store.url
+  }
   const name = `bookkeeping_test_${process.pid}_${randomBytes(4).toString('hex')}`
   await admin((client) => client.query(`CREATE DATABASE ${name}`))
   t.teardown(() => admin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)))
@@ -43,7 +95,10 @@ export function testEnv (dbUrl: string): Record<string, string> {
     AUTH_USERNAME: USERNAME,
     AUTH_PASSWORD: PASSWORD,
     // Far above what any test file sends; test/operations.test.ts checks the limit itself
-    TOKEN_RATE_LIMIT: '10000'
+    TOKEN_RATE_LIMIT: '10000',
+    // As the service does itself for `pglite:` URLs: PGlite's one session cannot hold the same
+    // prepared statements for two connections
+    ...(STORE === 'pglite' ? { DB_POOL_MAX: '1' } : {})
   }
 }
 

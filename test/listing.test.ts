@@ -6,7 +6,7 @@
  */
 import { get } from 'node:http'
 import t, { type Test } from 'tap'
-import { build, createDatabase, getToken, testEnv } from './helper.js'
+import { NEEDS_SERVER, build, createDatabase, getToken, testEnv } from './helper.js'
 import { pgClient, sleep, startService, type Service } from './server-helper.js'
 
 t.setTimeout(60_000)
@@ -102,7 +102,7 @@ async function serviceWithBooks (t: Test, count: number) {
   return { dbUrl, service, token, db }
 }
 
-t.test('a slow reader holds back the reading; a reader that leaves stops it', async (t) => {
+t.test('a slow reader holds back the reading; a reader that leaves stops it', { skip: NEEDS_SERVER }, async (t) => {
   const { dbUrl, service, token, db } = await serviceWithBooks(t, 300_000)
 
   const listing = await openListing(service, token)

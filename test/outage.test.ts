@@ -7,7 +7,7 @@
  */
 import { isDeepStrictEqual } from 'node:util'
 import t, { type Test } from 'tap'
-import { ADMIN_URL, PASSWORD, USERNAME, createDatabase, testEnv } from './helper.js'
+import { ADMIN_URL, NEEDS_SERVER, PASSWORD, USERNAME, createDatabase, testEnv } from './helper.js'
 import { databaseName, pgClient, probe, sleep, startService, type Service } from './server-helper.js'
 import { TcpProxy } from './tcp-proxy.js'
 
@@ -219,7 +219,7 @@ async function requestsBlockedInDatabase (t: Test, dbUrl: string, service: Servi
   return { lock, inFlight }
 }
 
-t.test('database unreachable (connections cut, new ones refused): 503 within 5 s, then service resumes', async (t) => {
+t.test('database unreachable (connections cut, new ones refused): 503 within 5 s, then service resumes', { skip: NEEDS_SERVER }, async (t) => {
   const { dbUrl, proxy, service, token, book } = await serviceBehindProxy(t)
 
   // Requests blocked inside PostgreSQL when the connections are cut
@@ -242,7 +242,7 @@ t.test('database unreachable (connections cut, new ones refused): 503 within 5 s
   await assertRecovers(t, service, token, [book])
 })
 
-t.test('database blackholed (bytes swallowed, nothing refused): 503 within the bound, nothing hangs, then service resumes', async (t) => {
+t.test('database blackholed (bytes swallowed, nothing refused): 503 within the bound, nothing hangs, then service resumes', { skip: NEEDS_SERVER }, async (t) => {
   const { dbUrl, proxy, service, token, book } = await serviceBehindProxy(t)
 
   // Requests blocked inside PostgreSQL when the network starts swallowing packets
@@ -273,7 +273,7 @@ t.test('database blackholed (bytes swallowed, nothing refused): 503 within the b
   t.equal(await probe(proxy.port), 'refused', 'nor a listener')
 })
 
-t.test('backends terminated under load: only 200 or the 503 envelope, the process survives, then 200', async (t) => {
+t.test('backends terminated under load: only 200 or the 503 envelope, the process survives, then 200', { skip: NEEDS_SERVER }, async (t) => {
   const dbUrl = await createDatabase(t)
   const service = await startService(t, testEnv(dbUrl))
   const token = await service.token()

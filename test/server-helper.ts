@@ -200,13 +200,15 @@ export class Service {
 const START_COMMAND: string = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start
 
 /**
- * Starts the service exactly as `npm start` does, with `env` (plus PATH and HOME) as its whole
- * environment. `exec` makes the service the spawned process itself, so signals reach it
+ * Starts the service exactly as `npm start` does (or with another `command`), with `env` (plus
+ * PATH and HOME) as its whole environment. `exec` makes the service the spawned process itself, so signals reach it
  * directly. The process is killed when the test ends, if it is still running.
  */
-export async function spawnService (t: Test, env: Record<string, string>, port?: number): Promise<Service> {
+export async function spawnService (
+  t: Test, env: Record<string, string>, port?: number, command = START_COMMAND
+): Promise<Service> {
   const listenPort = port ?? await freePort()
-  const child = spawn('/bin/sh', ['-c', `exec ${START_COMMAND}`], {
+  const child = spawn('/bin/sh', ['-c', `exec ${command}`], {
     cwd: ROOT,
     env: {
       PATH: `${join(ROOT, 'node_modules/.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,

@@ -49,4 +49,12 @@ export default fp(async function postgres (fastify) {
   fastify.pg.pool.on('error', (err) => {
     fastify.log.warn({ err }, 'idle database connection lost')
   })
+  if (isEmbedded(DB_URL)) {
+    // The one PGlite session outlives connections: the prepared statements of a connection
+    // the pool replaced (idle, failed) are still there, and preparing them again would fail.
+    // This runs before any query of the new connection, which prepares its own as needed
+    fastify.pg.pool.on('connect', (client) => {
+      client.query('DEALLOCATE ALL').catch(() => {})
+    })
+  }
 }, { name: 'postgres', dependencies: ['@fastify/env'] })
