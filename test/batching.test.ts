@@ -1,6 +1,6 @@
 import t from 'tap'
 import pg from 'pg'
-import { build, call, createDatabase, getToken } from './helper.js'
+import { NEEDS_SERVER, build, call, createDatabase, getToken } from './helper.js'
 
 /**
  * Concurrent finds, creates, updates and listings share statements (src/db/batch.ts). Each
@@ -91,6 +91,38 @@ t.test('batched statements', async (t) => {
       else t.strictSame(body.data, { id: row.id, title: `Up ${row.year}`, author: `Author of ${row.id}`, year: row.year })
     }
     t.ok(statements < targets.length, `${targets.length} updates in ${statements} statements`)
+  })
+
+  t.test('batched updates from two instances in opposite orders never deadlock', { skip: NEEDS_SERVER }, async (t) => {
+    // Two batches that lock the same rows in opposite orders would deadlock, and PostgreSQL
+    // would fail one of them: every request of that batch would get a 500. A row in the middle,
+    // held by another transaction, makes both batches wait halfway, each holding its half
+    const other = await build(t, dbUrl)
+    const otherToken = await getToken(other)
+    const { rows } = await admin.query("INSERT INTO books (title, author, year) SELECT 'Lock ' || n, 'A', n FROM generate_series(1, 40) n RETURNING id::int")
+    const ids = rows.map((row) => row.id as number)
+    // A table of some size, so PostgreSQL updates a batch in the order of its ids as given
+    // (an index scan per id) rather than in the order of the table (a hash join)
+    await admin.query("INSERT INTO books (title, author, year) SELECT 'Filler', 'A', 1 FROM generate_series(1, 20000)")
+    await admin.query('ANALYZE books')
+    const holder = new pg.Client({ connectionString: dbUrl })
+    await holder.connect()
+    t.teardown(() => holder.end())
+    await holder.query('BEGIN')
+    await holder.query('SELECT 1 FROM books WHERE id = $1 FOR UPDATE', [ids[20]])
+    const answers = Promise.all([
+      ...ids.map((id) => request({ method: 'PUT', url: `/book/${id}`, payload: { year: 1 } })),
+      ...[...ids].reverse().map((id) => call(other, otherToken, { method: 'PUT', url: `/book/${id}`, payload: { author: 'B' } }))
+    ])
+    const waiting = async () => (await admin.query(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'bookkeeping' AND wait_event_type = 'Lock'")).rows[0].n
+    for (let tries = 0; tries < 100 && await waiting() < 2; tries++) await new Promise((resolve) => setTimeout(resolve, 20))
+    await holder.query('COMMIT')
+    const statuses = (await answers).map(({ status }) => status)
+    t.strictSame(statuses.filter((status) => status !== 200), [], `${statuses.length} updates, all 200`)
+    const { rows: stored } = await admin.query('SELECT count(*)::int AS n FROM books WHERE id = ANY($1) AND year = 1 AND author = $2', [ids, 'B'])
+    t.equal(stored[0].n, ids.length, 'every book has both updates')
+    await admin.query("DELETE FROM books WHERE title = 'Filler'")
   })
 
   t.test('concurrent listings share the query of their first page and answer alike', async (t) => {

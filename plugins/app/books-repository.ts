@@ -44,15 +44,22 @@ const CREATE = {
          ORDER BY n
          RETURNING id, title, author, year`
 }
-// One statement per book, so concurrent updates of different fields all take effect; a null
-// field keeps its value. A batch never holds two updates of one book (see `update`).
+// One statement per batch; a null field keeps its value, so concurrent updates of different
+// fields all take effect. A batch never holds two updates of one book (see `update`). The rows
+// are locked in id order first: two batches (of two instances, or one sent while the one before
+// still waits on a lock) would otherwise lock rows in different orders and could deadlock.
 const UPDATE = {
   name: 'books-update',
-  text: `UPDATE books SET
+  text: `WITH patch AS MATERIALIZED (
+           SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[]) AS p(id, title, author, year)
+         ), locked AS MATERIALIZED (
+           SELECT books.id FROM books JOIN patch USING (id) ORDER BY books.id FOR UPDATE OF books
+         )
+         UPDATE books SET
            title = COALESCE(patch.title, books.title),
            author = COALESCE(patch.author, books.author),
            year = COALESCE(patch.year, books.year)
-         FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[]) AS patch(id, title, author, year)
+         FROM patch JOIN locked USING (id)
          WHERE books.id = patch.id
          RETURNING books.id, books.title, books.author, books.year`
 }
