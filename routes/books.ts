@@ -3,14 +3,26 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { FastifyInstance, onRequestHookHandler } from 'fastify'
 import type { JsonPage } from '../plugins/app/books-repository.js'
-import { EnvelopeSchema, ErrorEnvelopeSchema, Message, envelope, type Envelope } from '../src/envelope.js'
+import { Message, SuccessSchema, envelope, failureSchemas, type Envelope } from '../src/envelope.js'
 import { ApiError, errorHandler } from '../src/errors.js'
 import {
   BookCreateSchema, BookParamsSchema, BookPatchSchema, BookSchema, parseBookId, type Book
 } from '../src/schemas/book.js'
 
-const errorResponses = { '4xx': ErrorEnvelopeSchema, '5xx': ErrorEnvelopeSchema }
 const invalidInput = { invalidBodyMessage: Message.InvalidInput }
+
+/** For the OpenAPI document (the route schemas below are its only source). */
+const EXAMPLE_BOOK = { id: 1, title: 'Dune', author: 'Frank Herbert', year: 1965 }
+const documented = { tags: ['books'], security: [{ token: [] }] }
+// Every book route answers Bad request to an HTTP/1.1 request without Host, 401 to a missing or
+// bad token, 500 and 503 when the database fails or cannot be reached; those with a body more
+const BAD_REQUEST = [Message.BadRequest] as const
+const EVERY_ROUTE = {
+  401: [Message.AuthorizationRequired, Message.InvalidToken],
+  500: [Message.InternalServerError],
+  503: [Message.ServiceUnavailable]
+} as const
+const WITH_BODY = { 413: [Message.PayloadTooLarge], 415: [Message.UnsupportedMediaType] } as const
 
 /** Up to this many books are answered in one piece; a longer listing is streamed. */
 const SMALL_LISTING = 1000
@@ -61,8 +73,14 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.post('/book', {
     config: invalidInput,
     schema: {
+      ...documented,
+      summary: 'Create a book',
+      operationId: 'createBook',
       body: BookCreateSchema,
-      response: { 201: EnvelopeSchema(BookSchema), ...errorResponses }
+      response: {
+        201: SuccessSchema(201, Message.BookCreated, BookSchema, EXAMPLE_BOOK),
+        ...failureSchemas({ ...EVERY_ROUTE, ...WITH_BODY, 400: [Message.InvalidInput, ...BAD_REQUEST] })
+      }
     }
   }, async function (request, reply) {
     const book = await booksRepository.create(request.body)
@@ -71,7 +89,13 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.get('/books', {
     schema: {
-      response: { 200: EnvelopeSchema(Type.Array(BookSchema)), ...errorResponses }
+      ...documented,
+      summary: 'List every book, in ascending id order',
+      operationId: 'listBooks',
+      response: {
+        200: SuccessSchema(200, Message.BooksRetrieved, Type.Array(BookSchema), [EXAMPLE_BOOK]),
+        ...failureSchemas({ ...EVERY_ROUTE, 400: BAD_REQUEST })
+      }
     }
   }, async function (request, reply) {
     const first = await booksRepository.firstPage(SMALL_LISTING + 1)
@@ -87,8 +111,14 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/book/:id', {
     onRequest: requireBookId,
     schema: {
+      ...documented,
+      summary: 'Read a book',
+      operationId: 'getBook',
       params: BookParamsSchema,
-      response: { 200: EnvelopeSchema(BookSchema), ...errorResponses }
+      response: {
+        200: SuccessSchema(200, Message.BookRetrieved, BookSchema, EXAMPLE_BOOK),
+        ...failureSchemas({ ...EVERY_ROUTE, 400: BAD_REQUEST, 404: [Message.BookNotFound] })
+      }
     }
   }, async function (request) {
     const book = await booksRepository.find(request.params.id)
@@ -110,9 +140,15 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       return errorHandler(error, request, reply)
     },
     schema: {
+      ...documented,
+      summary: 'Update the fields of a book given in the body; absent ones keep their values',
+      operationId: 'updateBook',
       params: BookParamsSchema,
       body: BookPatchSchema,
-      response: { 200: EnvelopeSchema(BookSchema), ...errorResponses }
+      response: {
+        200: SuccessSchema(200, Message.BookUpdated, BookSchema, EXAMPLE_BOOK),
+        ...failureSchemas({ ...EVERY_ROUTE, ...WITH_BODY, 400: [Message.InvalidInput, ...BAD_REQUEST], 404: [Message.BookNotFound] })
+      }
     }
   }, async function (request) {
     const book = await booksRepository.update(request.params.id, request.body)
@@ -123,8 +159,15 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.delete('/book/:id', {
     onRequest: requireBookId,
     schema: {
+      ...documented,
+      summary: 'Delete a book',
+      operationId: 'deleteBook',
       params: BookParamsSchema,
-      response: { 200: EnvelopeSchema(Type.Null()), ...errorResponses }
+      response: {
+        200: SuccessSchema(200, Message.BookDeleted, Type.Null(), null),
+        // Bad request also for a body that is sent and cannot be parsed
+        ...failureSchemas({ ...EVERY_ROUTE, ...WITH_BODY, 400: BAD_REQUEST, 404: [Message.BookNotFound] })
+      }
     }
   }, async function (request) {
     if (!await booksRepository.delete(request.params.id)) throw new ApiError(404, Message.BookNotFound)

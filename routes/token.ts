@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { EnvelopeSchema, ErrorEnvelopeSchema, Message, envelope } from '../src/envelope.js'
+import { Message, SuccessSchema, envelope, failureSchemas } from '../src/envelope.js'
 import { ApiError } from '../src/errors.js'
 import { LoginSchema, TokenSchema } from '../src/schemas/auth.js'
 
@@ -8,6 +8,9 @@ import { LoginSchema, TokenSchema } from '../src/schemas/auth.js'
 function digest (value: string): Buffer {
   return createHash('sha256').update(value).digest()
 }
+
+/** For the OpenAPI document: the shape of a token (HS256, `{"exp":1700000900}`), not a valid one. */
+const EXAMPLE_TOKEN = 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJleHAiOjE3MDAwMDA5MDB9.c2lnbmF0dXJlLW9mLWFuLWV4YW1wbGUtdG9rZW4'
 
 const token: FastifyPluginAsyncTypebox = async (fastify) => {
   const username = digest(fastify.config.AUTH_USERNAME)
@@ -23,11 +26,21 @@ const token: FastifyPluginAsyncTypebox = async (fastify) => {
       reply.header('cache-control', 'no-store')
     },
     schema: {
+      summary: 'Exchange the username and password for a token valid for 15 minutes',
+      tags: ['token'],
+      operationId: 'createToken',
       body: LoginSchema,
       response: {
-        200: EnvelopeSchema(TokenSchema),
-        '4xx': ErrorEnvelopeSchema,
-        '5xx': ErrorEnvelopeSchema
+        200: SuccessSchema(200, Message.TokenGenerated, TokenSchema, { token: EXAMPLE_TOKEN }),
+        ...failureSchemas({
+          // Bad request: an HTTP/1.1 request without Host
+          400: [Message.InvalidRequestPayload, Message.BadRequest],
+          401: [Message.InvalidCredentials],
+          413: [Message.PayloadTooLarge],
+          415: [Message.UnsupportedMediaType],
+          429: [Message.TooManyRequests],
+          500: [Message.CouldNotGenerateToken, Message.InternalServerError]
+        })
       }
     }
   }, async function (request) {

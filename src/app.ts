@@ -1,23 +1,30 @@
 import { randomUUID } from 'node:crypto'
 import type { Server } from 'node:http'
 import type { FastifyHttpOptions, FastifyInstance } from 'fastify'
+import cors from '../plugins/external/cors.js'
 import * as env from '../plugins/external/env.js'
 import * as jwt from '../plugins/external/jwt.js'
 import * as rateLimit from '../plugins/external/rate-limit.js'
+import * as swaggerUi from '../plugins/external/swagger-ui.js'
+import swagger from '../plugins/external/swagger.js'
 import postgres from '../plugins/external/postgres.js'
 import authenticate from '../plugins/app/authenticate.js'
 import booksRepository from '../plugins/app/books-repository.js'
 import gracefulClose from '../plugins/app/graceful-close.js'
+import metrics, { metricsOf } from '../plugins/app/metrics.js'
 import migrate from '../plugins/app/migrate.js'
 import nodeLevelRequests from '../plugins/app/node-level-requests.js'
 import responseHeaders, { setResponseHeaders } from '../plugins/app/response-headers.js'
 import books from '../routes/books.js'
+import health from '../routes/health.js'
+import metricsRoute from '../routes/metrics.js'
 import token from '../routes/token.js'
 import { Message, failure } from './envelope.js'
 import { clientErrorHandler, errorHandler } from './errors.js'
 import { RequestLogController } from './request-log.js'
 
-const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const
+// No OPTIONS: no route of ours has it, and with CORS on, the preflight route matches every path
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH'] as const
 
 const requestLog = new RequestLogController()
 
@@ -43,13 +50,17 @@ export const options: FastifyHttpOptions<Server> = {
   ajv: { customOptions: { coerceTypes: false } },
   // Fastify's own 503 while closing is not an envelope; in-flight requests finish instead
   return503OnClosing: false,
+  // The embedded database (DB_URL=pglite:...) creates its cluster on first start: several
+  // seconds, more on a busy machine, where fastify-cli would give up on a plugin after 10 s
+  pluginTimeout: 60_000,
   clientErrorHandler,
-  // A URL the router cannot decode skips every hook and response listener: set the headers and
-  // write the log line here
+  // A URL the router cannot decode skips every hook and response listener: set the headers,
+  // write the log line and count the request here
   frameworkErrors (error, request, reply) {
     setResponseHeaders(request, reply)
     errorHandler(error, request, reply)
     requestLog.requestCompleted(null, request, reply)
+    metricsOf(request.server.server)?.observe(request, reply)
   },
   logController: requestLog,
   // An over-long id is still just an id no book has (404), not a 414
@@ -75,9 +86,11 @@ export default async function app (fastify: FastifyInstance) {
   await fastify.register(env.default, env.autoConfig)
   await fastify.register(gracefulClose)
   await fastify.register(responseHeaders)
+  await fastify.register(cors)
   await fastify.register(nodeLevelRequests)
   await fastify.register(postgres)
   await fastify.register(migrate)
+  await fastify.register(metrics)
   await fastify.register(jwt.default, jwt.autoConfig)
   await fastify.register(rateLimit.default, rateLimit.autoConfig)
   await fastify.register(authenticate)
@@ -90,12 +103,19 @@ export default async function app (fastify: FastifyInstance) {
   fastify.setNotFoundHandler(function (request, reply) {
     const [path = ''] = request.url.split('?', 1)
     const allowed = METHODS.filter((method) => fastify.findRoute({ method, url: path }) !== null)
-    if (allowed.length > 0) {
+    // A route of this very method that found nothing (a missing file under /docs/static/*) is a 404
+    if (allowed.length > 0 && !allowed.includes(request.method as typeof METHODS[number])) {
       return reply.code(405).header('allow', allowed.join(', ')).send(failure(405, Message.MethodNotAllowed))
     }
     return reply.code(404).send(failure(404, Message.RouteNotFound))
   })
 
+  // The OpenAPI document collects the routes registered after it; /docs comes after the
+  // handlers above, so its missing files are answered like any unknown path
+  await fastify.register(swagger)
+  await fastify.register(swaggerUi.default, swaggerUi.autoConfig)
+  await fastify.register(health)
+  await fastify.register(metricsRoute)
   await fastify.register(token)
   await fastify.register(books)
 }

@@ -1,4 +1,5 @@
-import { Type, type TSchema } from '@sinclair/typebox'
+import { STATUS_CODES } from 'node:http'
+import { Type, type SchemaOptions, type Static, type TSchema } from '@sinclair/typebox'
 
 /**
  * Every text a client can read in `message`, in one place. The first group is fixed word for word
@@ -29,7 +30,9 @@ export const Message = {
   ExpectationFailed: 'Expectation failed',
   HeadersTooLarge: 'Request header fields too large',
   InternalServerError: 'Internal server error',
-  ServiceUnavailable: 'Service unavailable'
+  ServiceUnavailable: 'Service unavailable',
+  ServiceLive: 'Service is live',
+  ServiceReady: 'Service is ready'
 } as const
 
 export type MessageText = typeof Message[keyof typeof Message]
@@ -49,12 +52,43 @@ export function failure (status: number, message: MessageText): Envelope<null> {
 }
 
 /** Response schema of an envelope around `data`; also drives the fast serializer. */
-export function EnvelopeSchema<T extends TSchema> (data: T) {
+export function EnvelopeSchema<T extends TSchema> (data: T, options?: SchemaOptions) {
   return Type.Object({
     status: Type.Integer(),
     message: Type.String(),
     data
-  })
+  }, options)
 }
 
 export const ErrorEnvelopeSchema = EnvelopeSchema(Type.Null())
+
+/**
+ * Named examples for the OpenAPI document, one per message. @fastify/swagger moves `x-examples`
+ * to the response's media type and `x-response-description` to the response; the serializer
+ * ignores both.
+ */
+function examples (status: number, messages: readonly MessageText[], data: unknown) {
+  return Object.fromEntries(messages.map((message) => [message, { value: envelope(status, message, data) }]))
+}
+
+/** The response schema of a route's success: its one message, `example` as the data. */
+export function SuccessSchema<T extends TSchema> (status: number, message: MessageText, data: T, example: Static<T>) {
+  return EnvelopeSchema(data, { 'x-response-description': message, 'x-examples': examples(status, [message], example) })
+}
+
+type FailureStatus = 400 | 401 | 404 | 413 | 415 | 429 | 500 | 503
+
+/**
+ * The response schemas of a route's failures, from each status it can answer to the messages it
+ * sends with it. Every status is explicit (no `4xx`): the OpenAPI document lists exactly these.
+ * A status missing here is still sent in the same envelope, by the default serializer.
+ */
+export function failureSchemas<const F extends Partial<Record<FailureStatus, readonly MessageText[]>>> (failures: F) {
+  return Object.fromEntries(Object.entries(failures).map(([code, messages]) => {
+    const status = Number(code)
+    return [status, EnvelopeSchema(Type.Null(), {
+      'x-response-description': `${STATUS_CODES[status]}: ${messages.join(', ')}`,
+      'x-examples': examples(status, messages, null)
+    })]
+  })) as { [S in keyof F]: typeof ErrorEnvelopeSchema }
+}

@@ -1,5 +1,15 @@
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * The level of this route's request line, `info` unless given. The health checks, polled
+     * every second or so by machines, use `debug`: at `info` they would drown the other lines.
+     */
+    requestLogLevel?: 'debug' | 'info'
+  }
+}
+
 /**
  * One log line per request, written when the response has gone out (or could not go out in
  * full): request id (`reqId`), method, matched route, URL, status and time in milliseconds. It
@@ -10,8 +20,13 @@ export class RequestLogController extends LogController {
   override incomingRequest () {}
 
   override requestCompleted (error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply) {
-    if (error) request.log.warn({ ...fields(request, reply), err: error }, 'request failed in transit')
-    else request.log.info(fields(request, reply), 'request')
+    // routeOptions builds a new object on each read: read it once
+    const route = request.routeOptions
+    if (error) {
+      request.log.warn({ ...fields(request, reply, route), err: error }, 'request failed in transit')
+      return
+    }
+    request.log[route.config?.requestLogLevel ?? 'info'](fields(request, reply, route), 'request')
   }
 
   /** A streamed body (a long GET /books) that ended before its last byte. */
@@ -24,10 +39,10 @@ export class RequestLogController extends LogController {
   }
 }
 
-function fields (request: FastifyRequest, reply: FastifyReply) {
+function fields (request: FastifyRequest, reply: FastifyReply, route = request.routeOptions) {
   return {
     method: request.method,
-    route: request.routeOptions.url ?? null,
+    route: route.url ?? null,
     url: request.url,
     statusCode: reply.statusCode,
     responseTime: Math.round(reply.elapsedTime * 100) / 100

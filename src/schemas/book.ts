@@ -38,7 +38,10 @@ export const BookPatchSchema = Type.Partial(BookCreateSchema)
  * pattern cannot express readably.
  */
 export const BookParamsSchema = Type.Object({
-  id: Type.String({ pattern: '^[1-9][0-9]{0,18}$' })
+  id: Type.String({
+    pattern: '^[1-9][0-9]{0,18}$',
+    description: 'The id of a book; an id no book can have (not a number, 0, over 2^63-1) is 404'
+  })
 })
 
 export type Book = Static<typeof BookSchema>

@@ -1,0 +1,46 @@
+import fastifyCors from '@fastify/cors'
+import fp from 'fastify-plugin'
+
+/** The origins in `CORS_ORIGINS`, in the form browsers send them (`new URL(...).origin`). */
+export function parseOrigins (value: string): Set<string> {
+  const origins = new Set<string>()
+  for (const entry of value.split(',').map((part) => part.trim()).filter(Boolean)) {
+    let origin: string
+    try {
+      origin = new URL(entry).origin
+    } catch {
+      throw new Error(`CORS_ORIGINS: ${entry} is not an origin (scheme://host[:port])`)
+    }
+    origins.add(origin)
+  }
+  return origins
+}
+
+/**
+ * CORS for the browser front-ends listed in `CORS_ORIGINS`; not registered at all when it is
+ * empty, so by default nothing changes and no request pays for it.
+ *
+ * Only listed origins get CORS headers: an origin function, because with a plain list
+ * @fastify/cors would still answer any origin's preflight with the allowed methods and headers.
+ * A preflight is answered in the `onRequest` hook, before authentication, on every path (the
+ * plugin's `OPTIONS *` route; src/app.ts keeps OPTIONS out of its 405 `Allow`). Not strict:
+ * a strict plugin answers an OPTIONS without `Access-Control-Request-Method` with a plain-text
+ * 400, outside the envelope. No credentials: the token travels in `Authorization`, set by
+ * the page's script, never in a cookie.
+ *
+ * @see https://github.com/fastify/fastify-cors
+ */
+export default fp(async function cors (fastify) {
+  const origins = parseOrigins(fastify.config.CORS_ORIGINS)
+  if (origins.size === 0) return
+  await fastify.register(fastifyCors, {
+    origin: (origin, callback) => callback(null, origin !== undefined && origins.has(origin)),
+    methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE'],
+    allowedHeaders: ['Authorization', 'Content-Type'],
+    // The request id matches a response to its log line; Retry-After comes with a 429
+    exposedHeaders: ['X-Request-Id', 'Retry-After'],
+    // Chromium caps a cached preflight at 2 hours
+    maxAge: 7200,
+    strictPreflight: false
+  })
+}, { name: 'cors', dependencies: ['@fastify/env'] })

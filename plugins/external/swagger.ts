@@ -1,0 +1,55 @@
+import { existsSync, readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import fastifySwagger from '@fastify/swagger'
+import fp from 'fastify-plugin'
+
+/** The service's version: from the nearest package.json (this file also runs from dist/). */
+function packageVersion (dir = __dirname): string {
+  const file = join(dir, 'package.json')
+  if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')).version
+  /* c8 ignore next */
+  if (dirname(dir) === dir) throw new Error(`no package.json above ${__dirname}`)
+  return packageVersion(dirname(dir))
+}
+
+/**
+ * The OpenAPI 3.1 document of the routes registered after this plugin, built from their schemas
+ * (summary, tags, security, every response with its messages as examples), served at
+ * `GET /openapi.json`. 3.1, not 3.0: its schemas are JSON Schema 2020-12, so the route schemas
+ * appear as they are (`data: null` stays `type: 'null'`). Routes with `schema.hide` (this one,
+ * those of /docs) are left out.
+ *
+ * @see https://github.com/fastify/fastify-swagger
+ */
+export default fp(async function swagger (fastify) {
+  await fastify.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'bookkeeping',
+        version: packageVersion(),
+        description: 'Book records behind signed tokens. Every response is the envelope ' +
+          '`{status, message, data}`; `data` is null on every error.'
+      },
+      tags: [
+        { name: 'token', description: 'The one public operation: a token for the book operations' },
+        { name: 'books', description: 'Create, list, read, update and delete books (token required)' },
+        { name: 'operations', description: 'For load balancers, orchestrators and metric scrapers' }
+      ],
+      components: {
+        securitySchemes: {
+          token: {
+            type: 'apiKey',
+            in: 'header',
+            name: 'Authorization',
+            description: 'The token from POST /token as the bare header value, without `Bearer `'
+          }
+        }
+      }
+    }
+  })
+
+  fastify.get('/openapi.json', { schema: { hide: true } }, async function () {
+    return fastify.swagger()
+  })
+}, { name: 'swagger' })
