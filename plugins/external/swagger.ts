@@ -32,7 +32,7 @@ export default fp(async function swagger (fastify) {
           '`{status, message, data}`; `data` is null on every error.'
       },
       tags: [
-        { name: 'token', description: 'The one public operation: a token for the book operations' },
+        { name: 'token', description: 'A token for the book operations, in exchange for the credentials' },
         { name: 'books', description: 'Create, list, read, update and delete books (token required)' },
         { name: 'operations', description: 'For load balancers, orchestrators and metric scrapers' }
       ],
