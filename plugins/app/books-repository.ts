@@ -35,7 +35,7 @@ const FIND = {
   text: 'SELECT id, title, author, year FROM books WHERE id = ANY($1::bigint[])'
 }
 const EXISTS = { name: 'books-exists', text: 'SELECT 1 FROM books WHERE id = $1' }
-// Rows are inserted, given ids and returned in the order of the calls
+// Rows are inserted and given ids in the order of the calls
 const CREATE = {
   name: 'books-create',
   text: `INSERT INTO books (title, author, year)
@@ -94,7 +94,19 @@ export function createBooksRepository (pool: PostgresDb) {
       ...CREATE,
       values: [books.map((b) => b.title), books.map((b) => b.author), books.map((b) => b.year)]
     })
-    return rows.map(toBook)
+    // RETURNING gives the rows in insertion order in practice, which PostgreSQL does not
+    // promise: each call takes a row with exactly its fields (rows alike are interchangeable)
+    const byFields = new Map<string, BookRow[]>()
+    for (const row of rows) {
+      const key = JSON.stringify([row.title, row.author, row.year])
+      const alike = byFields.get(key)
+      if (alike === undefined) byFields.set(key, [row])
+      else alike.push(row)
+    }
+    return books.map(({ title, author, year }) => {
+      const row = byFields.get(JSON.stringify([title, author, year]))?.shift()
+      return row === undefined ? new Error('a created book did not come back') : toBook(row)
+    })
   })
 
   const updates = batched<{ id: string, patch: BookPatch }, Book | null>(async (calls) => {
