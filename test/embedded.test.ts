@@ -2,7 +2,7 @@
  * The embedded store as users start it: `DB_URL=pglite:...` with `npm start`'s own command, and
  * `npm run dev` with nothing configured. Real processes; needs no PostgreSQL server.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
@@ -101,4 +101,13 @@ t.test('npm run dev leaves alone what is set', async (t) => {
   t.notMatch(service.stderr, /DEVELOPMENT SETUP/, 'nothing chosen, nothing printed')
   t.equal((await service.request('POST', '/token', { body: { username: USERNAME, password: PASSWORD } })).status, 200)
   await stop(t, service)
+})
+
+t.test('a pglite: directory that cannot be created stops the start-up with one line', async (t) => {
+  const blocker = join(temporaryDirectory(t), 'a-file')
+  writeFileSync(blocker, '')
+  const service = await spawnService(t, { ...CREDENTIALS, DB_URL: `pglite:${join(blocker, 'db')}` })
+  t.strictSame(await service.waitForExit(60_000), { code: 1, signal: null }, 'exit 1')
+  t.match(service.stderr.trim(), /^bookkeeping: start-up failed: cannot start the embedded database in \S+a-file\/db: .+$/, service.stderr)
+  t.notMatch(service.stdout, /Server listening/, 'nothing listened')
 })
