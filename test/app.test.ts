@@ -1,6 +1,6 @@
 import t from 'tap'
 import pg from 'pg'
-import { NEEDS_SERVER, build, call, createDatabase, getToken } from './helper.js'
+import { NEEDS_SERVER, build, call, createDatabase, getToken, refuseConnections } from './helper.js'
 
 const envelopeOf = (status: number, message: string) => ({ status, message, data: null })
 
@@ -74,16 +74,8 @@ t.test('an id no book can have is answered without a query', { skip: NEEDS_SERVE
   const dbUrl = await createDatabase(t)
   const app = await build(t, dbUrl)
   const token = await getToken(app)
-  const name = new URL(dbUrl).pathname.slice(1)
-  const admin = new pg.Client({ connectionString: dbUrl.replace(`/${name}`, '/postgres') })
-  await admin.connect()
-  t.teardown(async () => {
-    await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`)
-    await admin.end()
-  })
   // With the database refusing the service, any query would fail with a 5xx
-  await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
-  await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name])
+  await refuseConnections(t, dbUrl)
   for (const method of ['GET', 'PUT', 'DELETE'] as const) {
     const { status, body } = await call(app, token, { method, url: '/book/abc', payload: method === 'PUT' ? {} : undefined })
     t.strictSame({ status, body }, { status: 404, body: envelopeOf(404, 'Book not found') }, method)

@@ -7,7 +7,7 @@ import pg from 'pg'
 import t, { type Test } from 'tap'
 import { errorHandler } from '../src/errors.js'
 import tokenRoutes from '../routes/token.js'
-import { ADMIN_URL, NEEDS_SERVER, PASSWORD, SECRET, USERNAME, build, createDatabase, getToken } from './helper.js'
+import { ADMIN_URL, NEEDS_SERVER, PASSWORD, SECRET, USERNAME, build, createDatabase, getToken, refuseConnections } from './helper.js'
 
 // ---------------------------------------------------------------------------------------------
 // Helpers: tokens crafted byte for byte, and the exact envelope check
@@ -490,10 +490,7 @@ t.test('authentication and POST /token work with the database cut off', { skip: 
   const app = await build(t, url)
   const valid = await getToken(app)
 
-  // Registered last, so it runs first: the database accepts connections again before it is dropped
-  t.teardown(() => adminQuery(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`))
-  await adminQuery(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
-  await adminQuery(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}' AND pid <> pg_backend_pid()`)
+  await refuseConnections(t, url)
   const remaining = await adminQuery(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = '${name}'`)
   t.equal(remaining.rows[0].n, 0, 'no session left on the database')
   // Let the pool see its connections die

@@ -8,7 +8,7 @@ import { connect } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
 import { READY_TIMEOUT_MS } from '../routes/health.js'
-import { NEEDS_SERVER, build, call, createDatabase, getToken, testEnv } from './helper.js'
+import { NEEDS_SERVER, build, call, createDatabase, getToken, refuseConnections, testEnv } from './helper.js'
 import { databaseName, pgClient, probe, sleep, startService, withTimeout, type Service } from './server-helper.js'
 import { TcpProxy } from './tcp-proxy.js'
 
@@ -77,13 +77,9 @@ t.test('the database refuses: ready 503 at once, live 200; ready again afterward
   const dbUrl = await createDatabase(t)
   const { lines, stream } = capture()
   const app = await build(t, dbUrl, {}, { logger: { level: 'info', stream } })
-  const admin = await pgClient(t, new URL('/postgres', dbUrl).toString())
-  const name = databaseName(dbUrl)
-  t.teardown(() => admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`))
 
   t.strictSame((await timedInject(app, '/health/ready')).body, READY, 'ready before')
-  await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
-  await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name])
+  const allowConnections = await refuseConnections(t, dbUrl)
 
   for (let poll = 1; poll <= 3; poll++) {
     const ready = await timedInject(app, '/health/ready')
@@ -94,7 +90,7 @@ t.test('the database refuses: ready 503 at once, live 200; ready again afterward
     t.ok(live.ms <= QUICK, `live answered in ${live.ms} ms`)
   }
 
-  await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`)
+  await allowConnections()
   await eventually(t, 'ready again', 5000, async () => (await timedInject(app, '/health/ready')).status === 200)
   t.strictSame((await timedInject(app, '/health/ready')).body, READY)
 

@@ -53,6 +53,10 @@ export function databaseUrl (name: string): string {
   return url.toString()
 }
 
+export function databaseName (url: string): string {
+  return decodeURIComponent(new URL(url).pathname.slice(1))
+}
+
 async function admin<T> (fn: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: ADMIN_URL })
   await client.connect()
@@ -85,6 +89,22 @@ export async function createDatabase (t: Test): Promise<string> {
   await admin((client) => client.query(`CREATE DATABASE ${name}`))
   t.teardown(() => admin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)))
   return databaseUrl(name)
+}
+
+/**
+ * Makes the server refuse connections to the database at `dbUrl` and ends the sessions it has:
+ * every query of the service then fails as with a database that is gone. The returned function
+ * lets connections in again; it also runs when the test ends, before the database is dropped.
+ */
+export async function refuseConnections (t: Test, dbUrl: string): Promise<() => Promise<void>> {
+  const name = databaseName(dbUrl)
+  const allow = () => admin((client) => client.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`))
+  t.teardown(allow)
+  await admin(async (client) => {
+    await client.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
+    await client.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name])
+  })
+  return async () => { await allow() }
 }
 
 /** The environment the service is started with in tests. */

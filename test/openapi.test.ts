@@ -10,7 +10,7 @@ import t, { type Test } from 'tap'
 import tokenRoutes from '../routes/token.js'
 import { Message } from '../src/envelope.js'
 import { errorHandler } from '../src/errors.js'
-import { NEEDS_SERVER, PASSWORD, SECRET, USERNAME, build, createDatabase, getToken } from './helper.js'
+import { NEEDS_SERVER, PASSWORD, SECRET, USERNAME, build, createDatabase, getToken, refuseConnections } from './helper.js'
 import { ROOT } from './server-helper.js'
 
 /** The six operations of SPEC.md, as `METHOD path` with the document's path templates. */
@@ -334,15 +334,7 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
 
     // The database refuses the service: every request that needs it is 503
     if (NEEDS_SERVER) return t.comment(`503 not produced: ${NEEDS_SERVER}`)
-    const name = new URL(dbUrl).pathname.slice(1)
-    const admin = new pg.Client({ connectionString: dbUrl.replace(`/${name}`, '/postgres') })
-    await admin.connect()
-    t.teardown(async () => {
-      await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`)
-      await admin.end()
-    })
-    await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
-    await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name])
+    await refuseConnections(t, dbUrl)
     for (const [op, options] of requests) {
       conforms(t, op, await withToken(options), 503, Message.ServiceUnavailable)
     }

@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path'
 import pg from 'pg'
 import type { Test } from 'tap'
 import { PASSWORD, USERNAME } from './helper.js'
+export { databaseName } from './helper.js'
 
 /**
  * The repository root, where `npm start` runs and so do these processes: the nearest folder with
@@ -251,10 +252,6 @@ export async function pgClient (t: Test, connectionString: string): Promise<pg.C
   await client.connect()
   t.teardown(() => withTimeout(client.end(), 5000, 'ending a pg client').catch(() => {}))
   return client
-}
-
-export function databaseName (url: string): string {
-  return decodeURIComponent(new URL(url).pathname.slice(1))
 }
 
 export interface RawResponse {

@@ -6,7 +6,7 @@
  */
 import t, { type Test } from 'tap'
 import { migrations } from '../src/db/migrations.js'
-import { ADMIN_URL, NEEDS_SERVER, PASSWORD, SECRET, USERNAME, createDatabase, testEnv } from './helper.js'
+import { ADMIN_URL, NEEDS_SERVER, PASSWORD, SECRET, USERNAME, createDatabase, refuseConnections, testEnv } from './helper.js'
 import {
   databaseName, freePort, pgClient, probe, rawRequest, sleep, spawnService,
   startService, withTimeout
@@ -293,19 +293,11 @@ t.test('the process survives its idle pool connections being killed', { skip: NE
 
 t.test('the database going away while running gives 503, and coming back gives 200', { skip: NEEDS_SERVER }, async (t) => {
   const dbUrl = await createDatabase(t)
-  const name = databaseName(dbUrl)
-  const admin = await pgClient(t, ADMIN_URL)
-  // Teardowns run last-in first-out: this runs before the database is dropped
-  t.teardown(() => admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`))
   const service = await startService(t, testEnv(dbUrl))
   const token = await service.token()
   t.equal((await service.request('GET', '/books', { token })).status, 200)
 
-  await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
-  await admin.query(
-    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'bookkeeping' AND datname = $1",
-    [name]
-  )
+  const allowConnections = await refuseConnections(t, dbUrl)
   await sleep(200)
 
   const started = Date.now()
@@ -318,7 +310,7 @@ t.test('the database going away while running gives 503, and coming back gives 2
   const login = await service.request('POST', '/token', { body: { username: USERNAME, password: PASSWORD } })
   t.equal(login.status, 200, 'POST /token still works')
 
-  await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`)
+  await allowConnections()
   const up = await service.request('GET', '/books', { token })
   t.equal(up.status, 200, `GET /books with the database back: ${up.text}`)
   t.strictSame(up.body, { status: 200, message: 'Books retrieved successfully', data: [] }, 'the empty list')
