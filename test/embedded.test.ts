@@ -59,6 +59,17 @@ t.test('pglite:memory works and keeps nothing', async (t) => {
   const first = await started(t, env)
   const token = await first.token()
   t.equal((await first.request('POST', '/book', { token, body: BOOK })).status, 201)
+  // Requests of every kind at once: each kind's statement, and every delete, would take a
+  // pooled connection of its own, and on PGlite's one session those collide on their names
+  const together = await Promise.all([
+    first.request('GET', '/books', { token }),
+    first.request('GET', '/book/1', { token }),
+    first.request('PUT', '/book/1', { token, body: { year: 1980 } }),
+    first.request('POST', '/book', { token, body: BOOK }),
+    ...[7, 8, 9, 10].map((id) => first.request('DELETE', `/book/${id}`, { token }))
+  ])
+  t.strictSame(together.map(({ status }) => status), [200, 200, 200, 201, 404, 404, 404, 404],
+    'concurrent requests on the one connection the pool has on PGlite')
   await stop(t, first)
   const second = await started(t, env)
   const listed = await second.request('GET', '/books', { token: await second.token() })
