@@ -1,13 +1,11 @@
 import { Readable } from 'node:stream'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
-import type { FastifyInstance, onRequestHookHandler } from 'fastify'
-import type { JsonPage } from '../plugins/app/books-repository.js'
-import { Message, SuccessSchema, envelope, failureSchemas, type Envelope } from '../src/envelope.js'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
+import type { ListingPage } from '../plugins/app/books-repository.js'
+import { Message, SuccessSchema, envelope, failureSchemas } from '../src/envelope.js'
 import { ApiError, errorHandler } from '../src/errors.js'
-import {
-  BookCreateSchema, BookParamsSchema, BookPatchSchema, BookSchema, parseBookId, type Book
-} from '../src/schemas/book.js'
+import { BookCreateSchema, BookParamsSchema, BookPatchSchema, BookSchema, isBookId } from '../src/schemas/book.js'
 
 const invalidInput = { invalidBodyMessage: Message.InvalidInput }
 
@@ -37,11 +35,11 @@ const LISTING_START = `{"status":200,"message":"${Message.BooksRetrieved}","data
  * cannot change the status any more: the stream errors, the connection is cut and the body
  * stays incomplete JSON, so no client takes a partial list for the whole one.
  */
-async function * listingChunks (first: JsonPage, repository: FastifyInstance['booksRepository']) {
+async function * listingChunks (first: ListingPage, repository: FastifyInstance['booksRepository']) {
   yield LISTING_START + first.json
-  const readAfter = (page: JsonPage) => {
+  const readAfter = (page: ListingPage) => {
     if (page.count === 0 || page.lastId === null) return null
-    const reading = repository.jsonPage(page.lastId, STREAM_PAGE)
+    const reading = repository.pageAfter(page.lastId, STREAM_PAGE)
     // Awaited below; this only keeps a read left behind by a departed client from being unhandled
     reading.catch(() => {})
     return reading
@@ -61,7 +59,16 @@ async function * listingChunks (first: JsonPage, repository: FastifyInstance['bo
  */
 const requireBookId: onRequestHookHandler = function (request, reply, done) {
   const { id } = request.params as { id: string }
-  done(parseBookId(id) === null ? new ApiError(404, Message.BookNotFound) : undefined)
+  done(isBookId(id) ? undefined : new ApiError(404, Message.BookNotFound))
+}
+
+/**
+ * Sends an envelope whose JSON is already written (PostgreSQL wrote the books' part), as a
+ * string or a stream. The type provider types `send` by the route's response schema, for the
+ * objects it serializes itself; a body written beforehand is sent as it is.
+ */
+function sendWrittenJson (reply: FastifyReply, json: string | Readable) {
+  return reply.type('application/json; charset=utf-8').send(json as never)
 }
 
 const books: FastifyPluginAsyncTypebox = async (fastify) => {
@@ -69,6 +76,20 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
 
   // Registered inside this plugin, so it guards exactly the book routes
   fastify.addHook('onRequest', authenticate)
+
+  /**
+   * The error handler of PUT: the contract looks the book up before it parses the body, so a
+   * body error is answered only for a book that exists, and a missing book is 404 whatever its
+   * body. Looking up only on a body error gives every answer the same as looking up first, and
+   * saves a query on every good request: the UPDATE finds a missing book itself.
+   */
+  async function missingBookBeforeBadBody (error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+    const bodyError = !(error instanceof ApiError) && [400, 413, 415].includes(error.statusCode ?? 0)
+    if (bodyError && !await booksRepository.exists((request.params as { id: string }).id)) {
+      return errorHandler(new ApiError(404, Message.BookNotFound), request, reply)
+    }
+    return errorHandler(error, request, reply)
+  }
 
   fastify.post('/book', {
     config: invalidInput,
@@ -99,13 +120,10 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async function (request, reply) {
     const first = await booksRepository.firstPage(SMALL_LISTING + 1)
-    // Either way the body is the envelope, written here: PostgreSQL already made the books'
-    // JSON (the type provider only knows bodies it serializes itself)
-    const body = first.count <= SMALL_LISTING
+    return sendWrittenJson(reply, first.count <= SMALL_LISTING
       ? `${LISTING_START}${first.json}]}`
       // Too many to hold: stream them, page by page, as the client reads
-      : Readable.from(listingChunks(first, booksRepository), { highWaterMark: 1 })
-    return reply.type('application/json; charset=utf-8').send(body as unknown as Envelope<Book[]>)
+      : Readable.from(listingChunks(first, booksRepository), { highWaterMark: 1 }))
   })
 
   fastify.get('/book/:id', {
@@ -129,16 +147,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.put('/book/:id', {
     config: invalidInput,
     onRequest: requireBookId,
-    // SPEC.md: the book is looked up before the body is parsed, so a body error is answered
-    // only for a book that exists. Looking up only then gives every answer the same as looking
-    // up first, and saves a query on every good request: the UPDATE finds a missing book itself
-    errorHandler: async function (error, request, reply) {
-      const bodyError = !(error instanceof ApiError) && [400, 413, 415].includes(error.statusCode ?? 0)
-      if (bodyError && !await booksRepository.exists((request.params as { id: string }).id)) {
-        return errorHandler(new ApiError(404, Message.BookNotFound), request, reply)
-      }
-      return errorHandler(error, request, reply)
-    },
+    errorHandler: missingBookBeforeBadBody,
     schema: {
       ...documented,
       summary: 'Update the fields of a book given in the body; absent ones keep their values',

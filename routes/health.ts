@@ -4,8 +4,8 @@ import { Message, SuccessSchema, envelope, failure, failureSchemas } from '../sr
 
 /**
  * How long readiness waits for the database's answer. Its own bound, shorter than the pool's
- * (2 s to get a connection, 3 s per statement), so a probe is answered within about a second
- * also when every connection is busy or the network swallows packets.
+ * (src/db/time-bounds.ts), so a probe is answered within about a second also when every
+ * connection is busy or the network swallows packets.
  */
 export const READY_TIMEOUT_MS = 1000
 
@@ -24,14 +24,8 @@ const ReadySchema = Type.Object({ database: Type.Literal('up') })
  * the database stops answering, with the cause; `info` when it answers again), not each poll.
  */
 const health: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { pg, log } = fastify
+  const { pg, log, isClosing } = fastify
   const polled = { requestLogLevel: 'debug' } as const
-
-  let closing = false
-  fastify.addHook('preClose', function (done) {
-    closing = true
-    done()
-  })
 
   // One `SELECT 1` at a time, shared by every probe that comes while it runs: a database that
   // stops answering holds one pooled query, however many probes arrive
@@ -65,6 +59,7 @@ const health: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       summary: 'Liveness: the process answers (the database is not asked)',
       tags: ['operations'],
+      operationId: 'getLiveness',
       response: { 200: SuccessSchema(200, Message.ServiceLive, Type.Null(), null) }
     }
   }, async function () {
@@ -76,13 +71,14 @@ const health: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       summary: `Readiness: the database answers within ${READY_TIMEOUT_MS} ms and the service is not shutting down`,
       tags: ['operations'],
+      operationId: 'getReadiness',
       response: {
         200: SuccessSchema(200, Message.ServiceReady, ReadySchema, { database: 'up' }),
         ...failureSchemas({ 503: [Message.ServiceUnavailable] })
       }
     }
   }, async function (request, reply) {
-    if (closing) return reply.code(503).send(failure(503, Message.ServiceUnavailable))
+    if (isClosing()) return reply.code(503).send(failure(503, Message.ServiceUnavailable))
     const error = await databaseAnswers()
     record(error)
     if (error !== null) return reply.code(503).send(failure(503, Message.ServiceUnavailable))

@@ -13,6 +13,7 @@ const metrics: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       summary: 'Prometheus metrics: requests by route and status, the database pool, the process',
       tags: ['operations'],
+      operationId: 'getMetrics',
       response: {
         200: {
           description: 'Prometheus text exposition format 0.0.4, not the JSON envelope',

@@ -1,9 +1,17 @@
 import { Type, type Static } from '@sinclair/typebox'
 
+/** Where the service listens and what it logs when nothing says otherwise. */
+export const DEFAULT_PORT = 8080
+export const DEFAULT_HOST = '0.0.0.0'
+export const DEFAULT_LOG_LEVEL = 'info'
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
+
 /**
- * The whole configuration, read from the environment once at start-up. `PORT`, `HOST` and
- * `LOG_LEVEL` are consumed by `fastify start` itself (see package.json); they are declared here
- * so that a bad value is reported like any other.
+ * The whole configuration, read once at start-up from the environment (or, for a test, from the
+ * values its build is given). `PORT`, `HOST` and `LOG_LEVEL` are consumed by `fastify start`
+ * itself (src/cli-options.ts); they are declared here so that a bad value is reported like any
+ * other.
  */
 export const ConfigSchema = Type.Object({
   // A PostgreSQL server (postgres://...), or the embedded PGlite: pglite:memory, pglite:<directory>
@@ -12,12 +20,9 @@ export const ConfigSchema = Type.Object({
   SECRET_TOKEN: Type.String({ minLength: 32 }),
   AUTH_USERNAME: Type.String({ minLength: 1 }),
   AUTH_PASSWORD: Type.String({ minLength: 1 }),
-  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
-  HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
-  LOG_LEVEL: Type.Union(
-    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
-    { default: 'info' }
-  ),
+  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: DEFAULT_PORT }),
+  HOST: Type.String({ minLength: 1, default: DEFAULT_HOST }),
+  LOG_LEVEL: Type.Union(LOG_LEVELS.map((level) => Type.Literal(level)), { default: DEFAULT_LOG_LEVEL }),
   DB_POOL_MAX: Type.Integer({ minimum: 1, maximum: 100, default: 10 }),
   // Attempts at POST /token per client address and minute
   TOKEN_RATE_LIMIT: Type.Integer({ minimum: 1, default: 30 }),
@@ -30,3 +35,6 @@ export const ConfigSchema = Type.Object({
 })
 
 export type Config = Static<typeof ConfigSchema>
+
+/** What a test or an embedding program gives the app instead of the environment. */
+export type ConfigInput = Partial<Record<keyof Config, string>>

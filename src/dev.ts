@@ -2,13 +2,15 @@
  * `npm run dev`: the service on this machine with nothing set up. Every variable that is not
  * set gets a development value: the embedded database with its data in ./data/pglite, and a
  * signing secret and credentials generated once and kept in ./data/dev-credentials.json (so
- * tokens and the password survive a restart). DEV_DATA_DIR puts ./data elsewhere. It prints what it chose, then runs package.json's own
- * `start` command with it. `npm start` itself still requires every variable.
+ * tokens and the password survive a restart). DEV_DATA_DIR puts ./data elsewhere. It prints what
+ * it chose, then runs package.json's own `start` command with it. `npm start` itself still
+ * requires every variable.
  */
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
+import { DEFAULT_PORT } from './config.js'
 
 const ROOT = path.resolve(__dirname, '..', '..')
 const DATA_DIR = process.env.DEV_DATA_DIR ? path.resolve(process.env.DEV_DATA_DIR) : path.join(ROOT, 'data')
@@ -56,7 +58,7 @@ if (chosen.length > 0) {
     '',
     '  DEVELOPMENT SETUP, NOT FOR PRODUCTION: these were not set and got development values',
     ...chosen.map((line) => `    ${line}`),
-    `  Get a token: curl -s -X POST localhost:${env.PORT ?? 8080}/token -H 'content-type: application/json' \\`,
+    `  Get a token: curl -s -X POST localhost:${env.PORT || DEFAULT_PORT}/token -H 'content-type: application/json' \\`,
     `    -d '{"username":"${env.AUTH_USERNAME}","password":"${env.AUTH_PASSWORD}"}'`,
     ''
   ].join('\n') + '\n')

@@ -37,6 +37,25 @@ export const Message = {
 
 export type MessageText = typeof Message[keyof typeof Message]
 
+/**
+ * The text of each 4xx that Fastify or Node's HTTP layer raises by itself, before or instead of a
+ * route: the message table of the HTTP edge (plugins/app/http-edge.ts) and of the error handler.
+ */
+const STATUS_MESSAGES: Readonly<Record<number, MessageText>> = {
+  404: Message.RouteNotFound,
+  405: Message.MethodNotAllowed,
+  408: Message.RequestTimeout,
+  413: Message.PayloadTooLarge,
+  415: Message.UnsupportedMediaType,
+  417: Message.ExpectationFailed,
+  431: Message.HeadersTooLarge
+}
+
+/** The message for such a status; any other is a plain `Bad request`. */
+export function statusMessage (status: number): MessageText {
+  return STATUS_MESSAGES[status] ?? Message.BadRequest
+}
+
 export interface Envelope<T> {
   status: number
   message: string

@@ -39,6 +39,9 @@ export class RequestLogController extends LogController {
   }
 }
 
+/** The one controller: it keeps no state, and the HTTP edge writes its lines too. */
+export const requestLog = new RequestLogController()
+
 function fields (request: FastifyRequest, reply: FastifyReply, route = request.routeOptions) {
   return {
     method: request.method,

@@ -1,4 +1,7 @@
-/** Upper bounds in seconds: a book request takes milliseconds, a lost database up to 5 s. */
+/**
+ * Upper bounds in seconds: a book request takes milliseconds, a lost database up to its bound
+ * (`DATABASE_CALL_BOUND_MS`, src/db/time-bounds.ts).
+ */
 export const DURATION_BUCKETS: readonly number[] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
 /**

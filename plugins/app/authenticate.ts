@@ -29,4 +29,4 @@ export default fp(async function authenticate (fastify) {
     // fast-jwt still accepts during the millisecond `exp * 1000`; the token is expired from then on
     done(exp * 1000 <= Date.now() ? new ApiError(401, Message.InvalidToken) : undefined)
   } satisfies onRequestHookHandler)
-}, { name: 'authenticate', dependencies: ['@fastify/jwt'] })
+}, { name: 'authenticate', dependencies: ['jwt'] })

@@ -16,8 +16,8 @@ interface BookRow {
   year: number
 }
 
-/** Up to `limit` books after an id, as comma-separated Book JSON, with their count and last id. */
-export interface JsonPage {
+/** A page of the listing: its books as comma-separated Book JSON, their count and last id. */
+export interface ListingPage {
   count: number
   lastId: string | null
   json: string
@@ -66,15 +66,15 @@ const UPDATE = {
 const DELETE = { name: 'books-delete', text: 'DELETE FROM books WHERE id = $1' }
 // PostgreSQL writes the JSON of a page of the listing itself: one string reaches Node instead of
 // rows to parse, build and serialize again
-const JSON_PAGE = {
-  name: 'books-json-page',
+const LISTING_PAGE = {
+  name: 'books-listing-page',
   text: `SELECT count(*)::int AS count, max(id)::text AS last_id,
                 coalesce(string_agg(row_to_json(page)::text, ',' ORDER BY id), '') AS json
          FROM (SELECT id, title, author, year FROM books WHERE id > $1 ORDER BY id LIMIT $2) page`
 }
 
 /**
- * All SQL of the service. Ids are passed as the decimal strings `parseBookId` accepted.
+ * All SQL of the service. Ids are passed as the decimal strings `isBookId` accepted.
  *
  * Finds, creates, updates and the first page of listings are batched (src/db/batch.ts): the
  * calls made while one statement is in PostgreSQL share the next. On 2 cores shared with
@@ -133,17 +133,17 @@ export function createBooksRepository (pool: PostgresDb) {
     return answers
   })
 
-  async function readPage (afterId: string, limit: number): Promise<JsonPage> {
+  async function pageAfter (afterId: string, limit: number): Promise<ListingPage> {
     const { rows: [row] } = await pool.query<{ count: number, last_id: string | null, json: string }>({
-      ...JSON_PAGE, values: [afterId, limit]
+      ...LISTING_PAGE, values: [afterId, limit]
     })
     return { count: row!.count, lastId: row!.last_id, json: row!.json }
   }
 
   // Listings that start together share the query of their first page. Each still reads after
   // it arrived: a batch is sent only after all its calls were made.
-  const firstPages = batched<number, JsonPage>((limits) => {
-    const pages = new Map([...new Set(limits)].map((limit) => [limit, readPage('0', limit)]))
+  const firstPages = batched<number, ListingPage>((limits) => {
+    const pages = new Map([...new Set(limits)].map((limit) => [limit, pageAfter('0', limit)]))
     return Promise.all(limits.map((limit) => pages.get(limit)!))
   })
 
@@ -165,14 +165,14 @@ export function createBooksRepository (pool: PostgresDb) {
     },
 
     /** The start of the listing: up to `limit` books with the lowest ids. */
-    firstPage: (limit: number): Promise<JsonPage> => firstPages.load(limit),
+    firstPage: (limit: number): Promise<ListingPage> => firstPages.load(limit),
 
     /**
-     * One page of the listing: up to `limit` books with ids above `afterId`, in id order. A
-     * listing goes on where its last page ended (a keyset cursor), so each page is a short query
-     * of its own and a listing holds no connection or transaction while the client reads.
+     * The page after `afterId`: up to `limit` books with higher ids, in id order. A listing goes
+     * on where its last page ended (a keyset cursor), so each page is a short query of its own
+     * and a listing holds no connection or transaction while the client reads.
      */
-    jsonPage: readPage
+    pageAfter
   }
 }
 

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Pool } from 'pg'
 import { Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client'
@@ -6,7 +6,7 @@ import { RequestDurations, UNMATCHED_ROUTE } from '../../src/request-metrics.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
-    metrics: Metrics
+    metrics: ReturnType<typeof createMetrics>
   }
 }
 
@@ -16,7 +16,7 @@ declare module 'fastify' {
  * route and status, the database pool read when scraped, and prom-client's process and
  * Node.js figures (CPU, memory, event loop delay, GC, handles).
  */
-export function createMetrics (pool: Pool, poolMax: number) {
+export function createMetrics (pool: Pool) {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
 
@@ -28,7 +28,8 @@ export function createMetrics (pool: Pool, poolMax: number) {
     ['db_pool_connections', 'Connections the database pool holds, in use or idle', () => pool.totalCount],
     ['db_pool_idle_connections', 'Connections the database pool holds idle', () => pool.idleCount],
     ['db_pool_waiting_requests', 'Queries waiting for a database connection', () => pool.waitingCount],
-    ['db_pool_max_connections', 'Most connections the database pool may hold (DB_POOL_MAX)', () => poolMax]
+    // The pool's own bound: DB_POOL_MAX on a server, 1 on PGlite (plugins/external/postgres.ts)
+    ['db_pool_max_connections', 'Most connections the database pool may hold', () => pool.options.max ?? 0]
   ]
   for (const [name, help, read] of poolGauges) {
     registry.registerMetric(new Gauge({ name, help, registers: [], collect () { this.set(read()) } }))
@@ -44,28 +45,14 @@ export function createMetrics (pool: Pool, poolMax: number) {
   }
 }
 
-type Metrics = ReturnType<typeof createMetrics>
-
-const byServer = new WeakMap<FastifyInstance['server'], Metrics>()
-
-/**
- * The metrics of the app on this HTTP server, for requests answered outside the app's
- * encapsulated context, where `fastify.metrics` is not visible: those of `frameworkErrors`
- * (src/app.ts), which get the root instance.
- */
-export function metricsOf (server: FastifyInstance['server']): Metrics | undefined {
-  return byServer.get(server)
-}
-
 /**
  * Observes every response in one callback-style `onResponse` hook (no promise per request).
- * Requests answered before routing (an undecodable URL) skip the hooks: src/app.ts observes
- * those itself.
+ * Requests answered before routing (an undecodable URL) skip the hooks: the HTTP edge observes
+ * those itself (plugins/app/http-edge.ts).
  */
 export default fp(async function metrics (fastify) {
-  const metrics = createMetrics(fastify.pg.pool, fastify.config.DB_POOL_MAX)
+  const metrics = createMetrics(fastify.pg.pool)
   fastify.decorate('metrics', metrics)
-  byServer.set(fastify.server, metrics)
   fastify.addHook('onResponse', function (request, reply, done) {
     metrics.observe(request, reply)
     done()

@@ -9,6 +9,10 @@ const MIGRATION_LOCK_KEY = 7_301_455_001
  * Brings the table structure up to date before the server listens. All pending steps run in
  * one transaction under a transaction-level advisory lock, so instances starting together on
  * one database apply each step exactly once and a failed step leaves nothing half done.
+ *
+ * Not `fastify.pg.transact`: it adds no `error` listener to the client it checks out, so a
+ * connection dropped while migrating would end the process, and it reports a connection that
+ * could not be made like a step that failed.
  */
 export default fp(async function migrate (fastify) {
   let client: PoolClient

@@ -4,7 +4,8 @@ import fp from 'fastify-plugin'
 /**
  * Headers on every response: `nosniff`, since the bodies are JSON and must never be taken for
  * anything else, and the request id that the log line of this request carries, so a client's
- * report can be matched to the log.
+ * report can be matched to the log. Exported for the one response that skips the hooks
+ * (plugins/app/http-edge.ts).
  */
 export function setResponseHeaders (request: FastifyRequest, reply: FastifyReply) {
   reply.header('x-content-type-options', 'nosniff')

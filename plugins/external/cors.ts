@@ -1,5 +1,6 @@
 import fastifyCors from '@fastify/cors'
 import fp from 'fastify-plugin'
+import { METHODS } from '../app/http-edge.js'
 
 /** The origins in `CORS_ORIGINS`, in the form browsers send them (`new URL(...).origin`). */
 export function parseOrigins (value: string): Set<string> {
@@ -23,7 +24,7 @@ export function parseOrigins (value: string): Set<string> {
  * Only listed origins get CORS headers: an origin function, because with a plain list
  * @fastify/cors would still answer any origin's preflight with the allowed methods and headers.
  * A preflight is answered in the `onRequest` hook, before authentication, on every path (the
- * plugin's `OPTIONS *` route; src/app.ts keeps OPTIONS out of its 405 `Allow`). Not strict:
+ * plugin's `OPTIONS *` route; the HTTP edge keeps OPTIONS out of its 405 `Allow`). Not strict:
  * a strict plugin answers an OPTIONS without `Access-Control-Request-Method` with a plain-text
  * 400, outside the envelope. No credentials: the token travels in `Authorization`, set by
  * the page's script, never in a cookie.
@@ -35,7 +36,7 @@ export default fp(async function cors (fastify) {
   if (origins.size === 0) return
   await fastify.register(fastifyCors, {
     origin: (origin, callback) => callback(null, origin !== undefined && origins.has(origin)),
-    methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE'],
+    methods: [...METHODS],
     allowedHeaders: ['Authorization', 'Content-Type'],
     // The request id matches a response to its log line; Retry-After comes with a 429
     exposedHeaders: ['X-Request-Id', 'Retry-After'],
@@ -43,4 +44,4 @@ export default fp(async function cors (fastify) {
     maxAge: 7200,
     strictPreflight: false
   })
-}, { name: 'cors', dependencies: ['@fastify/env'] })
+}, { name: 'cors', dependencies: ['env'] })

@@ -1,9 +1,7 @@
 import fastifyPostgres from '@fastify/postgres'
 import fp from 'fastify-plugin'
 import { EMBEDDED_PREFIX, isEmbedded, startEmbedded } from '../../src/db/embedded.js'
-
-export const DB_CONNECT_TIMEOUT_MS = 2_000
-export const DB_QUERY_TIMEOUT_MS = 3_000
+import { CONNECT_TIMEOUT_MS, STATEMENT_TIMEOUT_MS } from '../../src/db/time-bounds.js'
 
 /**
  * The PostgreSQL pool as `fastify.pg`, closed when the server closes.
@@ -35,13 +33,13 @@ export default fp(async function postgres (fastify) {
   await fastify.register(fastifyPostgres, {
     connectionString,
     application_name: 'bookkeeping',
-    // A lost database must cost a request at most 5 s: 2 s to get a connection, 3 s for the
-    // query. The server cancels a slow statement itself; the client-side timeout covers a
-    // network that swallows packets, and its connection is then discarded, not reused.
-    connectionTimeoutMillis: DB_CONNECT_TIMEOUT_MS,
-    statement_timeout: DB_QUERY_TIMEOUT_MS,
-    query_timeout: DB_QUERY_TIMEOUT_MS + 100,
-    idle_in_transaction_session_timeout: DB_QUERY_TIMEOUT_MS,
+    // A lost database must cost a request at most DATABASE_CALL_BOUND_MS (src/db/time-bounds.ts).
+    // The server cancels a slow statement itself; the client-side timeout, a little later,
+    // covers a network that swallows packets, and its connection is then discarded, not reused.
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    statement_timeout: STATEMENT_TIMEOUT_MS,
+    query_timeout: STATEMENT_TIMEOUT_MS + 100,
+    idle_in_transaction_session_timeout: STATEMENT_TIMEOUT_MS,
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
     max: isEmbedded(DB_URL) ? 1 : DB_POOL_MAX
@@ -57,4 +55,4 @@ export default fp(async function postgres (fastify) {
       client.query('DEALLOCATE ALL').catch(() => {})
     })
   }
-}, { name: 'postgres', dependencies: ['@fastify/env'] })
+}, { name: 'postgres', dependencies: ['env'] })

@@ -1,4 +1,5 @@
-import fastifyRateLimit, { type FastifyRateLimitOptions } from '@fastify/rate-limit'
+import fastifyRateLimit from '@fastify/rate-limit'
+import fp from 'fastify-plugin'
 import { Message } from '../../src/envelope.js'
 import { ApiError } from '../../src/errors.js'
 
@@ -10,9 +11,9 @@ import { ApiError } from '../../src/errors.js'
  *
  * @see https://github.com/fastify/fastify-rate-limit
  */
-export default fastifyRateLimit
-
-export const autoConfig: FastifyRateLimitOptions = {
-  global: false,
-  errorResponseBuilder: () => new ApiError(429, Message.TooManyRequests)
-}
+export default fp(async function rateLimit (fastify) {
+  await fastify.register(fastifyRateLimit, {
+    global: false,
+    errorResponseBuilder: () => new ApiError(429, Message.TooManyRequests)
+  })
+}, { name: 'rate-limit' })

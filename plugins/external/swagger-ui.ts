@@ -1,4 +1,5 @@
-import fastifySwaggerUi, { type FastifySwaggerUiOptions } from '@fastify/swagger-ui'
+import fastifySwaggerUi from '@fastify/swagger-ui'
+import fp from 'fastify-plugin'
 
 /**
  * The interactive reference at `GET /docs`, from the files of the installed package only: the
@@ -8,24 +9,24 @@ import fastifySwaggerUi, { type FastifySwaggerUiOptions } from '@fastify/swagger
  *
  * @see https://github.com/fastify/fastify-swagger-ui
  */
-export default fastifySwaggerUi
-
-export const autoConfig: FastifySwaggerUiOptions = {
-  routePrefix: '/docs',
-  validatorUrl: false,
-  uiConfig: { layout: 'BaseLayout', deepLinking: true },
-  theme: { title: 'bookkeeping API' },
-  staticCSP: {
-    'default-src': "'self'",
-    'base-uri': "'self'",
-    'connect-src': "'self'",
-    'font-src': "'self' data:",
-    'form-action': "'self'",
-    'frame-ancestors': "'self'",
-    'img-src': "'self' data:",
-    'object-src': "'none'",
-    'script-src': "'self'",
-    'script-src-attr': "'none'",
-    'style-src': "'self'"
-  }
-}
+export default fp(async function swaggerUi (fastify) {
+  await fastify.register(fastifySwaggerUi, {
+    routePrefix: '/docs',
+    validatorUrl: false,
+    uiConfig: { layout: 'BaseLayout', deepLinking: true },
+    theme: { title: 'bookkeeping API' },
+    staticCSP: {
+      'default-src': "'self'",
+      'base-uri': "'self'",
+      'connect-src': "'self'",
+      'font-src': "'self' data:",
+      'form-action': "'self'",
+      'frame-ancestors': "'self'",
+      'img-src': "'self' data:",
+      'object-src': "'none'",
+      'script-src': "'self'",
+      'script-src-attr': "'none'",
+      'style-src': "'self'"
+    }
+  })
+}, { name: 'swagger-ui', dependencies: ['swagger'] })

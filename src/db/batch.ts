@@ -1,13 +1,14 @@
 import DataLoader from 'dataloader'
 
 /** Never more statements' worth of work in one batch than this. */
-const MAX_BATCH = 256
+export const MAX_BATCH = 256
 /**
  * How long a batch waits for the one before it. Long enough for any healthy answer (a commit's
  * WAL flush included), short enough that a batch stuck on a lost database cannot stretch the
- * requests queued behind it past the 5 s bound of a database call.
+ * requests queued behind it past the bound of a database call (`DATABASE_CALL_BOUND_MS`,
+ * ./time-bounds.ts).
  */
-const MAX_WAIT_MS = 50
+export const MAX_WAIT_MS = 50
 
 /**
  * A DataLoader for one kind of statement: the calls that arrive while a batch of them is in

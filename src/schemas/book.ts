@@ -24,7 +24,10 @@ export const BookSchema = Type.Object({
   year: Type.Integer()
 }, { additionalProperties: false })
 
-/** Unknown fields, `id` among them, are not declared and so never reach the repository. */
+/**
+ * Unknown fields, `id` among them, are not declared: they stay in the body, but the repository
+ * reads only these three, so they are never stored or echoed.
+ */
 export const BookCreateSchema = Type.Object({
   title: BookText,
   author: BookText,
@@ -34,7 +37,7 @@ export const BookCreateSchema = Type.Object({
 export const BookPatchSchema = Type.Partial(BookCreateSchema)
 
 /**
- * Matches digit strings that may be a book id; `parseBookId` applies the bigint bound, which a
+ * Matches digit strings that may be a book id; `isBookId` applies the bigint bound, which a
  * pattern cannot express readably.
  */
 export const BookParamsSchema = Type.Object({
@@ -51,7 +54,10 @@ export type BookPatch = Static<typeof BookPatchSchema>
 const BIGINT_MAX = 9223372036854775807n
 const ID_SHAPE = new RegExp(BookParamsSchema.properties.id.pattern!)
 
-/** The id as the decimal string PostgreSQL gets, or null when no book can have it. */
-export function parseBookId (raw: string): string | null {
-  return ID_SHAPE.test(raw) && BigInt(raw) <= BIGINT_MAX ? raw : null
+/**
+ * Whether some book could have this id: a positive decimal `bigint` without sign, leading zero,
+ * exponent or fraction. PostgreSQL then gets the string as it is.
+ */
+export function isBookId (raw: string): boolean {
+  return ID_SHAPE.test(raw) && BigInt(raw) <= BIGINT_MAX
 }

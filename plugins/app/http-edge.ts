@@ -1,0 +1,90 @@
+import { STATUS_CODES } from 'node:http'
+import type { Socket } from 'node:net'
+import type { Duplex } from 'node:stream'
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import { Message, failure, statusMessage } from '../../src/envelope.js'
+import { ApiError, errorHandler } from '../../src/errors.js'
+import { requestLog } from '../../src/request-log.js'
+import { setResponseHeaders } from './response-headers.js'
+
+/**
+ * The methods the service has routes for: what `Allow` may list. No OPTIONS: no route of ours
+ * has it, and with CORS on, the preflight route matches every path.
+ */
+export const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE'] as const
+
+/**
+ * Answers in the envelope on the raw socket, then closes it: for requests Node's HTTP server
+ * handles itself, before or instead of Fastify.
+ */
+export function endSocketWithEnvelope (socket: Duplex, status: number, headers = '') {
+  const body = JSON.stringify(failure(status, statusMessage(status)))
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
+      'Content-Type: application/json; charset=utf-8\r\n' +
+      'X-Content-Type-Options: nosniff\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n${headers}` +
+      `Connection: close\r\n\r\n${body}`)
+  }
+  socket.destroy()
+}
+
+/**
+ * The `clientErrorHandler` server option: requests Node's HTTP parser rejects (oversized
+ * headers, bad syntax, timeouts). A server option, not a hook: Fastify installs it when the
+ * server is created.
+ */
+export function clientErrorHandler (error: NodeJS.ErrnoException, socket: Socket) {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return
+  const status = error.code === 'HPE_HEADER_OVERFLOW'
+    ? 431
+    : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
+  endSocketWithEnvelope(socket, status)
+}
+
+/**
+ * The `frameworkErrors` server option: a URL the router cannot decode. Such a request skips
+ * every hook and response listener, so the headers, the log line and the metrics are done here.
+ * `request.server` is the root instance, where the app's decorators are (src/app.ts).
+ */
+export function frameworkErrors (error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+  setResponseHeaders(request, reply)
+  errorHandler(error, request, reply)
+  requestLog.requestCompleted(null, request, reply)
+  request.server.metrics.observe(request, reply)
+}
+
+/**
+ * Everything about requests that Node's HTTP layer answers itself or that no route matches, in
+ * the envelope. Node answers a few requests outside it unless someone else does: CONNECT (it
+ * drops the socket), an `Expect` other than `100-continue` (an empty 417) and an HTTP/1.1
+ * request without `Host` (an empty 400; its check is turned off in the server options so that
+ * the hook here answers instead). A request no route matches is 405 with `Allow` when its path
+ * has routes for other methods, else 404.
+ */
+export default fp(async function httpEdge (fastify) {
+  fastify.server.on('connect', (request, socket) => {
+    endSocketWithEnvelope(socket, 405, `Allow: ${METHODS.join(', ')}\r\n`)
+  })
+  fastify.server.on('checkExpectation', (request, response) => {
+    endSocketWithEnvelope(response.socket!, 417)
+  })
+
+  fastify.addHook('onRequest', function (request, reply, done) {
+    // RFC 9112 section 3.2: a server must answer 400 to an HTTP/1.1 request without Host
+    done(request.headers.host === undefined && request.raw.httpVersion === '1.1'
+      ? new ApiError(400, Message.BadRequest)
+      : undefined)
+  })
+
+  fastify.setNotFoundHandler(function (request, reply) {
+    const [path = ''] = request.url.split('?', 1)
+    const allowed = METHODS.filter((method) => fastify.findRoute({ method, url: path }) !== null)
+    // A route of this very method that found nothing (a missing file under /docs/static/*) is a 404
+    if (allowed.length > 0 && !allowed.includes(request.method as typeof METHODS[number])) {
+      return reply.code(405).header('allow', allowed.join(', ')).send(failure(405, Message.MethodNotAllowed))
+    }
+    return reply.code(404).send(failure(404, Message.RouteNotFound))
+  })
+}, { name: 'http-edge' })
