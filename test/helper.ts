@@ -1,120 +1,27 @@
-import { spawnSync } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
-import fs from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
+/**
+ * The app as `fastify start -o` builds it, for tests through `inject`: each build with its own
+ * configuration, on its own database, closed when its test ends.
+ */
 import { build as buildApplication } from 'fastify-cli/helper.js'
-import type { FastifyInstance, FastifyServerOptions, InjectOptions } from 'fastify'
-import pg from 'pg'
+import type { FastifyInstance, FastifyServerOptions, InjectOptions, LightMyRequestResponse } from 'fastify'
 import type { Test } from 'tap'
-import { startEmbedded } from '../src/db/embedded.js'
+import type { AppOptions } from '../src/app.js'
+import type { ConfigInput } from '../src/config.js'
+import { STORE, createDatabase } from './helpers/database.js'
 
-export const ADMIN_URL = process.env.TEST_DB_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 export const APP_PATH = 'src/app.ts'
 export const USERNAME = 'librarian'
 export const PASSWORD = 'correct horse battery staple'
 export const SECRET = 'test-secret-that-is-at-least-32-bytes-long!'
 
-/** Whether something accepts TCP connections at the admin URL's host and port, within 1 s. */
-function serverAnswers (): boolean {
-  const { hostname, port } = new URL(ADMIN_URL)
-  const probe = `require('node:net').connect(${Number(port || 5432)}, ${JSON.stringify(hostname)})
-    .on('connect', () => process.exit(0)).on('error', () => process.exit(1)).setTimeout(1000, () => process.exit(1))`
-  return spawnSync(process.execPath, ['-e', probe]).status === 0
-}
-
-/**
- * The store the tests run on: `TEST_STORE=postgres` or `pglite`; unset, the PostgreSQL server
- * at TEST_DB_URL when one answers, else PGlite (src/db/embedded.ts), started per test file.
- */
-export const STORE: 'postgres' | 'pglite' = process.env.TEST_STORE === 'pglite' || process.env.TEST_STORE === 'postgres'
-  ? process.env.TEST_STORE
-  : serverAnswers() ? 'postgres' : 'pglite'
-
-/**
- * For `t.test(name, { skip: NEEDS_SERVER }, ...)`: what only a PostgreSQL server can do (other
- * sessions, locks, terminating backends, refusing connections to one database). PGlite is one
- * session shared by every connection.
- */
-export const NEEDS_SERVER = STORE === 'pglite' && 'needs a PostgreSQL server (PGlite is a single session)'
-
-/**
- * An empty PGlite cluster, dumped by the first store the tests start: loading it takes a
- * fraction of the seconds that creating a cluster does. Keyed by PGlite's version.
- */
-const PGLITE_VERSION = (JSON.parse(fs.readFileSync(
-  path.join(__dirname, '..', 'node_modules', '@electric-sql', 'pglite', 'package.json'), 'utf8')) as { version: string }).version
-const PGLITE_TEMPLATE = path.join(os.tmpdir(), `bookkeeping-pglite-${PGLITE_VERSION}.tar`)
-
-/** `postgres://...` of a database named `name` on the admin URL's server. */
-export function databaseUrl (name: string): string {
-  const url = new URL(ADMIN_URL)
-  url.pathname = `/${name}`
-  return url.toString()
-}
-
-export function databaseName (url: string): string {
-  return decodeURIComponent(new URL(url).pathname.slice(1))
-}
-
-async function admin<T> (fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: ADMIN_URL })
-  await client.connect()
-  try {
-    return await fn(client)
-  } finally {
-    await client.end()
-  }
-}
-
-/**
- * A fresh, empty database for this test file, dropped when the file ends. On PGlite: a new
- * in-memory PGlite served on a loopback port, the same way the service serves `pglite:` itself.
- */
-export async function createDatabase (t: Test): Promise<string> {
-  if (STORE === 'pglite') {
-    const template = fs.existsSync(PGLITE_TEMPLATE) ? PGLITE_TEMPLATE : undefined
-    const store = await startEmbedded('memory', (err) => t.fail(`the embedded database failed: ${err.message}`), { template })
-    t.teardown(() => store.stop())
-    if (template === undefined) {
-      // The first store of the run keeps its empty cluster for the next ones. Written aside
-      // and renamed, so a test file starting meanwhile never loads half a file
-      const partial = `${PGLITE_TEMPLATE}.${process.pid}`
-      fs.writeFileSync(partial, await store.dump())
-      fs.renameSync(partial, PGLITE_TEMPLATE)
-    }
-    return store.url
-  }
-  const name = `bookkeeping_test_${process.pid}_${randomBytes(4).toString('hex')}`
-  await admin((client) => client.query(`CREATE DATABASE ${name}`))
-  t.teardown(() => admin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)))
-  return databaseUrl(name)
-}
-
-/**
- * Makes the server refuse connections to the database at `dbUrl` and ends the sessions it has:
- * every query of the service then fails as with a database that is gone. The returned function
- * lets connections in again; it also runs when the test ends, before the database is dropped.
- */
-export async function refuseConnections (t: Test, dbUrl: string): Promise<() => Promise<void>> {
-  const name = databaseName(dbUrl)
-  const allow = () => admin((client) => client.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`))
-  t.teardown(allow)
-  await admin(async (client) => {
-    await client.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
-    await client.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name])
-  })
-  return async () => { await allow() }
-}
-
-/** The environment the service is started with in tests. */
+/** The configuration the service gets in tests, on the database at `dbUrl`. */
 export function testEnv (dbUrl: string): Record<string, string> {
   return {
     DB_URL: dbUrl,
     SECRET_TOKEN: SECRET,
     AUTH_USERNAME: USERNAME,
     AUTH_PASSWORD: PASSWORD,
-    // Far above what any test file sends; test/operations.test.ts checks the limit itself
+    // Far above what any test file sends; test/plugins/external/rate-limit.test.ts checks the limit
     TOKEN_RATE_LIMIT: '10000',
     // As the service does itself for `pglite:` URLs: PGlite's one session cannot hold the same
     // prepared statements for two connections
@@ -124,14 +31,15 @@ export function testEnv (dbUrl: string): Record<string, string> {
 
 /**
  * The app as `fastify start -o` builds it (same plugin, same server options), on `dbUrl` or a
- * fresh database, with `env` over the test environment and `serverOptions` under the app's own
- * (the app's win), closed when the test ends.
+ * fresh database, with `env` over the test configuration and `serverOptions` under the app's own
+ * (the app's win), closed when the test ends. The configuration goes to this build alone: the
+ * process environment is neither read nor written.
  */
 export async function build (
-  t: Test, dbUrl?: string, env: Record<string, string> = {}, serverOptions: FastifyServerOptions = {}
+  t: Test, dbUrl?: string, env: ConfigInput = {}, serverOptions: FastifyServerOptions = {}
 ): Promise<FastifyInstance> {
-  Object.assign(process.env, testEnv(dbUrl ?? await createDatabase(t)), env)
-  const app = await buildApplication(['-o', APP_PATH], {}, serverOptions) as unknown as FastifyInstance
+  const appOptions: AppOptions = { environment: { ...testEnv(dbUrl ?? await createDatabase(t)), ...env } }
+  const app = await buildApplication(['-o', APP_PATH], appOptions, serverOptions) as unknown as FastifyInstance
   t.teardown(() => app.close())
   return app
 }
@@ -145,6 +53,16 @@ export async function getToken (app: FastifyInstance): Promise<string> {
   return response.json().data.token
 }
 
+/** POST /token with `payload` as its JSON body (a string is sent as it is). */
+export function postToken (app: FastifyInstance, payload: unknown, headers: Record<string, string> = {}) {
+  return app.inject({
+    method: 'POST',
+    url: '/token',
+    headers: { 'content-type': 'application/json', ...headers },
+    payload: typeof payload === 'string' ? payload : JSON.stringify(payload)
+  })
+}
+
 /** Runs an inject with the token set, returning status and parsed body. */
 export async function call (app: FastifyInstance, token: string, options: InjectOptions) {
   const response = await app.inject({
@@ -152,4 +70,21 @@ export async function call (app: FastifyInstance, token: string, options: Inject
     headers: { authorization: token, ...options.headers }
   })
   return { status: response.statusCode, body: response.json(), headers: response.headers }
+}
+
+/** The envelope of an error: its status, its message, no data. */
+export function errorEnvelope (status: number, message: string) {
+  return { status, message, data: null }
+}
+
+/**
+ * Asserts an answer: the HTTP status, a JSON body, and exactly the envelope `{status, message,
+ * data}` with that status.
+ */
+export function expectEnvelope (t: Test, response: LightMyRequestResponse, status: number, message: string, data: unknown = null) {
+  t.equal(response.statusCode, status, `HTTP ${status}`)
+  t.match(response.headers['content-type'], /^application\/json/, 'JSON body')
+  const body = response.json()
+  t.strictSame(Object.keys(body).sort(), ['data', 'message', 'status'], 'exactly the envelope keys')
+  t.strictSame(body, { status, message, data }, `envelope ${status} ${message}`)
 }

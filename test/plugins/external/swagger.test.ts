@@ -1,5 +1,4 @@
 import { readFileSync } from 'node:fs'
-import { connect } from 'node:net'
 import { dirname, join } from 'node:path'
 import SwaggerParser from '@apidevtools/swagger-parser'
 import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020.js'
@@ -7,11 +6,13 @@ import type { JWT } from '@fastify/jwt'
 import Fastify, { type FastifyInstance, type InjectOptions } from 'fastify'
 import pg from 'pg'
 import t, { type Test } from 'tap'
-import tokenRoutes from '../routes/token.js'
-import { Message } from '../src/envelope.js'
-import { errorHandler } from '../src/errors.js'
-import { NEEDS_SERVER, PASSWORD, SECRET, USERNAME, build, createDatabase, getToken, refuseConnections } from './helper.js'
-import { ROOT } from './server-helper.js'
+import tokenRoutes from '../../../routes/token.js'
+import { Message } from '../../../src/envelope.js'
+import { errorHandler } from '../../../src/errors.js'
+import { build, getToken, PASSWORD, SECRET, USERNAME } from '../../helper.js'
+import { createDatabase, NEEDS_SERVER, refuseConnections } from '../../helpers/database.js'
+import { rawRequest } from '../../helpers/raw-http.js'
+import { ROOT } from '../../helpers/service.js'
 
 /** The six operations of SPEC.md, as `METHOD path` with the document's path templates. */
 const OPERATIONS = [
@@ -62,25 +63,10 @@ function operation (doc: OpenApiDocument, op: Operation) {
   return doc.paths[path]?.[method.toLowerCase()]
 }
 
-/** The status line, headers and body of an HTTP/1.1 exchange on a raw socket (no `Host`). */
-function rawRequest (port: number, head: string, body = ''): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1')
-    const chunks: Buffer[] = []
-    socket.on('data', (chunk) => chunks.push(chunk))
-    socket.on('error', reject)
-    socket.on('end', () => {
-      const text = Buffer.concat(chunks).toString()
-      const [headText = '', ...rest] = text.split('\r\n\r\n')
-      const [statusLine = '', ...lines] = headText.split('\r\n')
-      const headers = Object.fromEntries(lines.map((line) => {
-        const colon = line.indexOf(':')
-        return [line.slice(0, colon).toLowerCase(), line.slice(colon + 1).trim()]
-      }))
-      resolve({ statusCode: Number(statusLine.split(' ')[1]), headers, body: rest.join('\r\n\r\n') })
-    })
-    socket.end(`${head}\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
-  })
+/** An HTTP/1.1 exchange on a raw socket, with `head` as its start (no `Host`), as an Answer. */
+async function rawAnswer (port: number, head: string, body = ''): Promise<Answer> {
+  const response = await rawRequest(port, `${head}\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+  return { statusCode: response.status, headers: response.headers, body: response.text }
 }
 
 t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer conforms to', async (t) => {
@@ -108,7 +94,7 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
     'info: the service and its package version'
   )
 
-  t.test('exactly the six operations, with summaries, tags and the token where it is needed', async (t) => {
+  t.test('exactly the six operations and the operational ones, with summaries, tags, operationIds and the token where it is needed', async (t) => {
     // The operational routes (health, metrics) are documented too, under their own tag; they
     // are tested with their plugins
     const operational = operationsOf(doc).filter((op) => operation(doc, op as Operation).tags?.includes('operations'))
@@ -137,6 +123,9 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
       }
     }
     t.equal(operationIds.size, OPERATIONS.length, 'an operationId each')
+    const everyId = operationsOf(doc).map((op) => operation(doc, op as Operation).operationId)
+    t.ok(everyId.every((id) => typeof id === 'string' && /^[a-z][A-Za-z]+$/.test(id)), `every operation has an operationId: ${everyId.join(', ')}`)
+    t.equal(new Set(everyId).size, everyId.length, 'and no two share one')
     for (const op of ['GET /book/{id}', 'PUT /book/{id}', 'DELETE /book/{id}'] as const) {
       t.match(operation(doc, op).parameters, [{ in: 'path', name: 'id', required: true, schema: { type: 'string' } }], `${op}: id`)
     }
@@ -315,7 +304,7 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
       ['DELETE /book/{id}', `DELETE /book/1 HTTP/1.1\r\nAuthorization: ${token}`]
     ]
     for (const [op, head, body] of requests) {
-      conforms(t, op, await rawRequest(port, head, body), 400, Message.BadRequest)
+      conforms(t, op, await rawAnswer(port, head, body), 400, Message.BadRequest)
     }
   })
 

@@ -6,8 +6,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { PASSWORD, SECRET, USERNAME } from './helper.js'
-import { sleep, spawnService, type Service } from './server-helper.js'
+import { PASSWORD, SECRET, USERNAME } from '../helper.js'
+import { type Service, spawnService } from '../helpers/service.js'
+import { sleep } from '../helpers/wait.js'
 
 // Creating a PGlite cluster takes seconds; these tests start several
 t.setTimeout(120_000)
@@ -22,7 +23,7 @@ function temporaryDirectory (t: Test): string {
 }
 
 async function started (t: Test, env: Record<string, string>, command?: string): Promise<Service> {
-  const service = await spawnService(t, env, undefined, command)
+  const service = await spawnService(t, env, command)
   await service.listening(60_000)
   return service
 }

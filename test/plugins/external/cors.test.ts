@@ -5,7 +5,8 @@
  */
 import type { FastifyInstance, InjectOptions } from 'fastify'
 import t, { type Test } from 'tap'
-import { build, createDatabase, getToken } from './helper.js'
+import { build, getToken } from '../../helper.js'
+import { createDatabase } from '../../helpers/database.js'
 
 const APP = 'https://app.example'
 const DEV = 'http://localhost:5173'

@@ -1,15 +1,17 @@
 /**
  * The database failing under a running service, started exactly as `npm start` starts it (so
  * `npm run build` must have run). The service reaches PostgreSQL through a TCP proxy
- * (test/tcp-proxy.ts) that cuts or blackholes the network, or directly while its backends are
+ * (test/helpers/tcp-proxy.ts) that cuts or blackholes the network, or directly while its backends are
  * terminated. Requests that need the database must answer the 503 envelope within 5 s, the
  * others must not notice, the process must stay up, and service must resume without a restart.
  */
 import { isDeepStrictEqual } from 'node:util'
 import t, { type Test } from 'tap'
-import { ADMIN_URL, NEEDS_SERVER, PASSWORD, USERNAME, createDatabase, testEnv } from './helper.js'
-import { databaseName, pgClient, probe, sleep, startService, type Service } from './server-helper.js'
-import { TcpProxy } from './tcp-proxy.js'
+import { PASSWORD, testEnv, USERNAME } from '../helper.js'
+import { ADMIN_URL, createDatabase, databaseName, NEEDS_SERVER, pgClient, waitForSessionsOnLock } from '../helpers/database.js'
+import { probe, type Service, startService } from '../helpers/service.js'
+import { TcpProxy } from '../helpers/tcp-proxy.js'
+import { sleep } from '../helpers/wait.js'
 
 // Each fault waits out the service's own timeouts (2 s to connect, 3 s per query) at least once
 t.setTimeout(60_000)
@@ -181,20 +183,10 @@ async function lockBooks (t: Test, dbUrl: string) {
   const locker = await pgClient(t, dbUrl)
   await locker.query('BEGIN')
   await locker.query('LOCK TABLE books IN ACCESS EXCLUSIVE MODE')
-  const waiting = async () => (await admin.query(
-    "SELECT count(*)::int AS count FROM pg_stat_activity WHERE datname = $1 AND application_name = 'bookkeeping' AND wait_event_type = 'Lock'",
-    [databaseName(dbUrl)]
-  )).rows[0].count as number
   return {
     /** Until `count` of the service's backends wait on the lock. */
     async waitForBlocked (count: number) {
-      const deadline = Date.now() + 3000
-      for (;;) {
-        const blocked = await waiting()
-        if (blocked >= count) return
-        if (Date.now() > deadline) throw new Error(`${blocked} of ${count} requests are waiting on the lock`)
-        await sleep(20)
-      }
+      await waitForSessionsOnLock(admin, dbUrl, count, 3000)
     },
     async release () {
       await admin.query(

@@ -5,8 +5,9 @@
  */
 import { Agent, request as httpRequest } from 'node:http'
 import t from 'tap'
-import { createDatabase, testEnv } from './helper.js'
-import { startService, type Service } from './server-helper.js'
+import { testEnv } from '../helper.js'
+import { createDatabase } from '../helpers/database.js'
+import { type Service, startService } from '../helpers/service.js'
 
 t.setTimeout(60_000)
 

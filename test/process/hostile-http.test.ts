@@ -5,18 +5,20 @@
  * headers, garbage and forged tokens, odd content types, and bodies that are deep, huge,
  * truncated, not UTF-8 or shaped like books with the wrong types. Whatever arrives, the answer
  * must be the envelope ({status, message, data}, status the HTTP status, data null on errors) with
- * a status and message README.md or SPEC.md lists, never a 5xx, never a success without a token
+ * a status and message docs/api.md lists, never a 5xx, never a success without a token
  * the service must accept, and the process must stay up. No request that could change a book is
  * sent with such a token, so the books table must be exactly what it was.
  */
 import { createHmac } from 'node:crypto'
 import { readFileSync } from 'node:fs'
-import { connect } from 'node:net'
 import { join } from 'node:path'
 import fc from 'fast-check'
 import t from 'tap'
-import { PASSWORD, SECRET, USERNAME, createDatabase, testEnv } from './helper.js'
-import { ROOT, dechunk, pgClient, startService, withTimeout, type Service } from './server-helper.js'
+import { PASSWORD, SECRET, testEnv, USERNAME } from '../helper.js'
+import { createDatabase, pgClient } from '../helpers/database.js'
+import { rawRequest, type RawResponse } from '../helpers/raw-http.js'
+import { ROOT, type Service, startService } from '../helpers/service.js'
+import { withTimeout } from '../helpers/wait.js'
 
 // One process, a few hundred requests and the shrinking of any counterexample
 t.setTimeout(180_000)
@@ -36,8 +38,8 @@ const SEEDS = [
   { title: 'Beowulf', author: 'Unknown', year: -1000 }
 ]
 
-/** The (status, message) pairs SPEC.md fixes for its endpoints and errors. */
-const SPEC_PAIRS: Array<[number, string]> = [
+/** The (status, message) pairs the contract fixes for its endpoints and errors. */
+const CONTRACT_PAIRS: Array<[number, string]> = [
   [200, 'Token generated successfully'], [200, 'Books retrieved successfully'],
   [200, 'Book retrieved successfully'], [200, 'Book updated successfully'],
   [200, 'Book deleted successfully'], [201, 'Book created successfully'],
@@ -47,16 +49,15 @@ const SPEC_PAIRS: Array<[number, string]> = [
 ]
 
 /**
- * Every (status, message) pair the service may answer: SPEC.md's, and the rows of README.md's
- * table of responses outside the spec's ("| 405 | `Method not allowed` | ... |"), which the README
- * says is complete.
+ * Every (status, message) pair the service may answer: the contract's, and the rows of the tables
+ * of docs/api.md ("| 405 | `Method not allowed` | ... |"), which it says are complete.
  */
 function documentedPairs (): Map<number, Set<string>> {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
-  const rows = [...readme.matchAll(/^\|\s*(\d{3})\s*\|\s*`([^`]+)`\s*\|/gm)]
+  const api = readFileSync(join(ROOT, 'docs', 'api.md'), 'utf8')
+  const rows = [...api.matchAll(/^\|\s*(\d{3})\s*\|\s*`([^`]+)`\s*\|/gm)]
     .map((match): [number, string] => [Number(match[1]), match[2] ?? ''])
   const pairs = new Map<number, Set<string>>()
-  for (const [status, message] of [...SPEC_PAIRS, ...rows]) {
+  for (const [status, message] of [...CONTRACT_PAIRS, ...rows]) {
     pairs.set(status, (pairs.get(status) ?? new Set()).add(message))
   }
   return pairs
@@ -67,7 +68,7 @@ function documentedPairs (): Map<number, Set<string>> {
 // rendered to bytes only when sent
 
 /**
- * A token signed with the service's secret but with hostile header and claims. README.md says
+ * A token signed with the service's secret but with hostile header and claims. docs/api.md says
  * which of them the service accepts: HS256, HS384 or HS512, a JSON object payload, a numeric `exp`
  * in the future, no `nbf` in the future and no `crit`; every other one is `Invalid token`.
  */
@@ -87,7 +88,7 @@ type AuthSpec =
 const HMAC_ALGS: Record<string, 'sha256' | 'sha384' | 'sha512'> = { HS256: 'sha256', HS384: 'sha384', HS512: 'sha512' }
 const FUTURE_EXP = new Set<ForgedSpec['exp']>(['in 10 min', 'in 10 min, fractional', '1e308', '1e400'])
 
-/** Whether README.md says the service accepts this Authorization; only these reach a handler. */
+/** Whether docs/api.md says the service accepts this Authorization; only these reach a handler. */
 function isValidAuth (auth: AuthSpec): boolean {
   if (typeof auth === 'string') return auth === 'valid' || auth === 'valid, padded' || auth === 'valid HS512'
   if ('garbage' in auth) return false
@@ -571,81 +572,19 @@ function requestArb (storedIds: string[], overrides: Overrides = {}): fc.Arbitra
 }
 
 // ---------------------------------------------------------------------------------------------
-// One exchange on a fresh socket, parsed without any HTTP client library
-
-interface Answer {
-  status: number
-  headers: Record<string, string>
-  body: Buffer
-}
-
-function parseAnswer (raw: Buffer, head: boolean, timedOut: boolean): Answer {
-  const shown = () => `${timedOut ? `(cut off after ${ANSWER_TIMEOUT} ms idle) ` : ''}${JSON.stringify(raw.subarray(0, 400).toString('latin1'))}`
-  let offset = 0
-  for (;;) {
-    const headEnd = raw.indexOf('\r\n\r\n', offset)
-    if (headEnd === -1) throw new Error(`no complete HTTP response, got ${raw.length} bytes: ${shown()}`)
-    const [statusLine = '', ...lines] = raw.subarray(offset, headEnd).toString('latin1').split('\r\n')
-    const match = /^HTTP\/1\.[01] (\d{3})(?: |$)/.exec(statusLine)
-    if (match === null) throw new Error(`bad status line ${JSON.stringify(statusLine)}: ${shown()}`)
-    const status = Number(match[1])
-    offset = headEnd + 4
-    // An interim answer (100 Continue to an Expect) comes before the real one
-    if (status >= 100 && status < 200) continue
-    const headers: Record<string, string> = {}
-    for (const line of lines) {
-      const colon = line.indexOf(':')
-      headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim()
-    }
-    let body = raw.subarray(offset)
-    if (head) return { status, headers, body }
-    if (headers['transfer-encoding'] === 'chunked') body = dechunk(body)
-    else if (headers['content-length'] !== undefined && Number(headers['content-length']) !== body.length) {
-      throw new Error(`content-length ${headers['content-length']} but ${body.length} body bytes: ${shown()}`)
-    }
-    return { status, headers, body }
-  }
-}
-
-/** Writes `request` on a fresh connection and reads until the server closes it. */
-function exchange (port: number, request: Buffer, head: boolean): Promise<Answer> {
-  return withTimeout(new Promise<Answer>((resolve, reject) => {
-    const chunks: Buffer[] = []
-    // write, not end: Node's HTTP server closes a half-closed connection before a slow answer
-    const socket = connect({ port, host: '127.0.0.1' }, () => { socket.write(request) })
-    let timedOut = false
-    socket.setTimeout(ANSWER_TIMEOUT, () => {
-      timedOut = true
-      socket.destroy()
-    })
-    socket.on('data', (chunk: Buffer) => chunks.push(chunk))
-    // A reset once the server has answered (it destroys the socket on parser errors) is fine;
-    // what counts is what arrived
-    socket.on('error', () => {})
-    socket.once('close', () => {
-      try {
-        resolve(parseAnswer(Buffer.concat(chunks), head, timedOut))
-      } catch (err) {
-        reject(err)
-      }
-    })
-  }), ANSWER_TIMEOUT + 1000, 'the answer')
-}
-
-// ---------------------------------------------------------------------------------------------
 // The properties of every single answer
 
 const isPlainObject = (value: unknown): value is Record<string, unknown> =>
   value !== null && typeof value === 'object' && !Array.isArray(value)
 
-function checkAnswer (spec: RequestSpec, answer: Answer, service: Service, documented: Map<number, Set<string>>) {
+function checkAnswer (spec: RequestSpec, answer: RawResponse, service: Service, documented: Map<number, Set<string>>) {
   const { status } = answer
   const head = spec.method === 'HEAD'
   const text = answer.body.toString('utf8')
   const context = `answered ${status} ${JSON.stringify(answer.headers)} ${JSON.stringify(text.slice(0, 300))}`
   if (service.exit !== null) throw new Error(`the service exited (${JSON.stringify(service.exit)}); ${context}`)
   if (status >= 500) throw new Error(`a 5xx: ${context}`)
-  if (!documented.has(status)) throw new Error(`a status README.md does not list: ${context}`)
+  if (!documented.has(status)) throw new Error(`a status docs/api.md does not list: ${context}`)
   if (status >= 200 && status < 300 && !isValidAuth(spec.auth) && !(spec.method === 'POST' && text.includes('"Token generated successfully"'))) {
     throw new Error(`a success without a valid token: ${context}`)
   }
@@ -663,7 +602,7 @@ function checkAnswer (spec: RequestSpec, answer: Answer, service: Service, docum
   if (keys.join() !== 'data,message,status') throw new Error(`envelope keys are ${JSON.stringify(keys)}: ${context}`)
   if (body.status !== status) throw new Error(`envelope status ${JSON.stringify(body.status)} is not the HTTP status: ${context}`)
   if (typeof body.message !== 'string') throw new Error(`message is not a string: ${context}`)
-  if (!documented.get(status)?.has(body.message)) throw new Error(`a (status, message) pair README.md does not list: ${context}`)
+  if (!documented.get(status)?.has(body.message)) throw new Error(`a (status, message) pair docs/api.md does not list: ${context}`)
   if (status >= 400 && body.data !== null) throw new Error(`data is not null on an error: ${context}`)
 }
 
@@ -748,13 +687,13 @@ t.test('hostile requests: always an envelope, never a 5xx, the process stays up,
   const storedIds = before.map((row: { id: string }) => row.id)
 
   const documented = documentedPairs()
-  t.ok([405, 413, 415].every((status) => documented.has(status)), 'README.md\'s table of other responses was read')
+  t.ok([405, 413, 415].every((status) => documented.has(status)), 'the tables of docs/api.md were read')
 
   const histogram = new Map<number, number>()
   let sent = 0
 
   async function send (spec: RequestSpec) {
-    const answer = await exchange(service.port, render(spec, tokens), spec.method === 'HEAD')
+    const answer = await rawRequest(service.port, render(spec, tokens), { head: spec.method === 'HEAD', idleMs: ANSWER_TIMEOUT })
     sent++
     histogram.set(answer.status, (histogram.get(answer.status) ?? 0) + 1)
     checkAnswer(spec, answer, service, documented)

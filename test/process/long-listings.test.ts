@@ -6,8 +6,10 @@
  */
 import { get } from 'node:http'
 import t, { type Test } from 'tap'
-import { NEEDS_SERVER, build, createDatabase, getToken, testEnv } from './helper.js'
-import { pgClient, sleep, startService, type Service } from './server-helper.js'
+import { build, getToken, testEnv } from '../helper.js'
+import { createDatabase, NEEDS_SERVER, pgClient } from '../helpers/database.js'
+import { type Service, startService } from '../helpers/service.js'
+import { sleep, waitUntil } from '../helpers/wait.js'
 
 t.setTimeout(60_000)
 
@@ -107,18 +109,21 @@ t.test('a slow reader holds back the reading; a reader that leaves stops it', { 
 
   const listing = await openListing(service, token)
   t.equal(listing.status, 200)
-  await sleep(300)
-  listing.pause()
   const receivedBytes = () => listing.chunks.reduce((sum, chunk) => sum + chunk.length, 0)
+  await waitUntil(() => receivedBytes() > 0, 5000, 'the first bytes of the list')
+  listing.pause()
+  // Long enough for the service to fill the socket's buffers and stop reading pages
   await sleep(700)
   const received = receivedBytes()
   t.ok(received > 0 && received < 25_000_000, `the paused reader received part of the list (${received} bytes)`)
   t.equal(await activeQueries(db, dbUrl), 0, 'while the reader is paused, no query runs')
+  // Nothing to wait for but time: nothing must happen in it
   await sleep(700)
   t.equal(receivedBytes(), received, 'and nothing more arrives')
 
   listing.abort()
   t.equal(await listing.complete, false)
+  // Time in which a reading that went on would show in pg_stat_activity
   await sleep(300)
   t.equal(await activeQueries(db, dbUrl), 0, 'after the reader left, no query runs')
   const after = await service.request('GET', '/book/1', { token })
@@ -140,8 +145,10 @@ t.test('a failure after the status has gone out cuts the connection; the body st
   t.throws(() => JSON.parse(text), 'what arrived is not valid JSON')
   await db.query('ALTER TABLE books_away RENAME TO books')
 
-  t.match(service.stdout, /"level":50.*"statusCode":200.*relation \\"books\\" does not exist.*"msg":"response cut off after its status was sent"/,
-    'the cause is logged')
+  // The log line travels through the child's stdout pipe, which may deliver it after the socket closed
+  const cutOffLine = /"level":50.*"statusCode":200.*relation \\"books\\" does not exist.*"msg":"response cut off after its status was sent"/
+  await service.waitFor(() => cutOffLine.test(service.stdout), 5000, 'the log line of the cut-off')
+  t.match(service.stdout, cutOffLine, 'the cause is logged')
   const after = await service.request('GET', '/book/1', { token })
   t.equal(after.status, 200, 'the service goes on')
 })

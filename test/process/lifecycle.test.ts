@@ -5,12 +5,14 @@
  * the database going away under a running process.
  */
 import t, { type Test } from 'tap'
-import { migrations } from '../src/db/migrations.js'
-import { ADMIN_URL, NEEDS_SERVER, PASSWORD, SECRET, USERNAME, createDatabase, refuseConnections, testEnv } from './helper.js'
+import { migrations } from '../../src/db/migrations.js'
+import { PASSWORD, SECRET, testEnv, USERNAME } from '../helper.js'
 import {
-  databaseName, freePort, pgClient, probe, rawRequest, sleep, spawnService,
-  startService, withTimeout
-} from './server-helper.js'
+  ADMIN_URL, createDatabase, databaseName, NEEDS_SERVER, pgClient, refuseConnections, waitForSessionsOnLock
+} from '../helpers/database.js'
+import { rawRequest } from '../helpers/raw-http.js'
+import { closedPort, probe, spawnService, startService } from '../helpers/service.js'
+import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 
 // About sixteen service processes (each also instrumented for coverage by tap): more than the
 // default 30 s when the machine is busy with the other test files
@@ -26,7 +28,8 @@ function nonEmptyLines (text: string): string[] {
 
 /**
  * Starts the service with `env` and expects it to refuse: a failure exit of its own, one line on
- * stderr matching `line`, no stack trace, none of `secrets` anywhere, nothing listening.
+ * stderr matching `line`, no stack trace, none of `secrets` anywhere, no process left behind
+ * (none listening, none orphaned).
  */
 async function expectStartupFailure (t: Test, env: Record<string, string>, line: string | RegExp, secrets: string[]) {
   const service = await spawnService(t, env)
@@ -40,7 +43,8 @@ async function expectStartupFailure (t: Test, env: Record<string, string>, line:
   for (const secret of secrets) {
     t.notMatch(service.stdout + service.stderr, secret, 'no secret or password in the output')
   }
-  t.equal(await probe(service.port), 'refused', 'nothing listens on the port')
+  t.notMatch(service.stdout, 'Server listening', 'it never listened')
+  t.ok(service.processGroupGone, 'no process of it is left')
 }
 
 t.test('configuration errors stop the start-up with one line naming the variable', async (t) => {
@@ -71,7 +75,7 @@ t.test('configuration errors stop the start-up with one line naming the variable
 })
 
 t.test('an unreachable database stops the start-up with one line about the database', async (t) => {
-  const deadPort = await freePort()
+  const deadPort = await closedPort()
   const dbPassword = 'db-password-that-must-stay-private'
   const env = testEnv(`postgres://bookkeeping:${dbPassword}@127.0.0.1:${deadPort}/bookkeeping`)
   t.equal(await probe(deadPort), 'refused', 'precondition: nothing listens where DB_URL points')
@@ -153,26 +157,13 @@ t.test('SIGTERM lets a request in flight finish, then exits 0', { skip: NEEDS_SE
   put.then(() => { settled = true }, () => { settled = true })
 
   // The UPDATE has reached the database and waits for the row lock
-  const deadline = Date.now() + 5000
-  for (;;) {
-    const waiting = await admin.query(
-      "SELECT count(*)::int AS count FROM pg_stat_activity WHERE datname = $1 AND application_name = 'bookkeeping' AND wait_event_type = 'Lock'",
-      [databaseName(dbUrl)]
-    )
-    if (waiting.rows[0].count === 1) break
-    if (Date.now() > deadline) throw new Error('the PUT never blocked on the row lock')
-    await sleep(20)
-  }
+  await waitForSessionsOnLock(admin, dbUrl, 1, 5000)
 
   const signalled = Date.now()
   service.child.kill('SIGTERM')
   // While it drains, the listening socket is closed already (a connection caught in the middle
   // of that may be reset rather than refused: probe again)
-  for (;;) {
-    if (await probe(service.port) === 'refused') break
-    if (Date.now() - signalled > 3000) throw new Error('still accepting connections 3 s after SIGTERM')
-    await sleep(20)
-  }
+  await waitUntil(async () => await probe(service.port) === 'refused', 3000, 'the listener closed after SIGTERM')
   // Longer than fastify-cli's default grace of 500 ms, which would cut the request off, and
   // shorter than the 3 s statement timeout, which would fail it
   await sleep(Math.max(0, 2000 - (Date.now() - signalled)))
@@ -246,10 +237,10 @@ t.test("errors of Node's HTTP parser and of routing are envelopes", async (t) =>
   ]
   for (const { name, request, status, message } of cases) {
     const response = await rawRequest(service.port, request)
-    t.equal(response.status, status, `${name}: status\n${response.body}`)
+    t.equal(response.status, status, `${name}: status\n${response.text}`)
     t.match(response.headers['content-type'], /^application\/json(;|$)/, `${name}: JSON content type`)
     let body: unknown
-    t.doesNotThrow(() => { body = JSON.parse(response.body) }, `${name}: the body is JSON`)
+    t.doesNotThrow(() => { body = JSON.parse(response.text) }, `${name}: the body is JSON`)
     t.strictSame(body, { status, message, data: null }, `${name}: envelope`)
     if (status === 405) {
       const allow = (response.headers.allow ?? '').split(',').map((method) => method.trim())
@@ -274,7 +265,7 @@ t.test('the process survives its idle pool connections being killed', { skip: NE
     [databaseName(dbUrl)]
   )
   t.ok(killed.rowCount !== null && killed.rowCount >= 1, `idle pool connections were terminated (${killed.rowCount})`)
-  await sleep(200)
+  await service.waitFor(() => service.stdout.includes('"idle database connection lost"'), 5000, 'the pool to notice')
   t.equal(service.exit, null, 'the process is alive')
 
   const statuses: number[] = []
@@ -298,7 +289,7 @@ t.test('the database going away while running gives 503, and coming back gives 2
   t.equal((await service.request('GET', '/books', { token })).status, 200)
 
   const allowConnections = await refuseConnections(t, dbUrl)
-  await sleep(200)
+  await service.waitFor(() => service.stdout.includes('"idle database connection lost"'), 5000, 'the pool to notice')
 
   const started = Date.now()
   const down = await service.request('GET', '/books', { token, ms: 6000 })

@@ -1,6 +1,7 @@
 import t from 'tap'
 import pg from 'pg'
-import { NEEDS_SERVER, build, call, createDatabase, getToken } from './helper.js'
+import { build, call, errorEnvelope, getToken } from '../helper.js'
+import { createDatabase, NEEDS_SERVER, refuseConnections, waitForSessionsOnLock } from '../helpers/database.js'
 
 const BOOK = { title: 'The Left Hand of Darkness', author: 'Ursula K. Le Guin', year: 1969 }
 
@@ -79,7 +80,7 @@ t.test('book routes', async (t) => {
         method: 'POST', url: '/book', headers: { 'content-type': 'application/json' }, payload: JSON.stringify(payload)
       })
       t.equal(status, 400, name)
-      t.strictSame(body, { status: 400, message: 'Invalid input', data: null }, name)
+      t.strictSame(body, errorEnvelope(400, 'Invalid input'), name)
     }
     const unparsable: Array<[string, string]> = [
       ['empty', ''], ['not JSON', '{"title":'], ['__proto__', '{"__proto__":{"x":1},"title":"t","author":"a","year":1}']
@@ -88,10 +89,10 @@ t.test('book routes', async (t) => {
       const { status, body } = await request({
         method: 'POST', url: '/book', headers: { 'content-type': 'application/json' }, payload
       })
-      t.strictSame({ status, body }, { status: 400, body: { status: 400, message: 'Invalid input', data: null } }, name)
+      t.strictSame({ status, body }, { status: 400, body: errorEnvelope(400, 'Invalid input') }, name)
     }
     const noBody = await request({ method: 'POST', url: '/book' })
-    t.strictSame(noBody.body, { status: 400, message: 'Invalid input', data: null }, 'no body at all')
+    t.strictSame(noBody.body, errorEnvelope(400, 'Invalid input'), 'no body at all')
     t.strictSame(await stored(), before)
   })
 
@@ -101,12 +102,12 @@ t.test('book routes', async (t) => {
       const { status, body } = await request({
         method: 'POST', url: '/book', headers: { 'content-type': contentType }, payload: JSON.stringify(BOOK)
       })
-      t.strictSame({ status, body }, { status: 415, body: { status: 415, message: 'Unsupported media type', data: null } }, contentType)
+      t.strictSame({ status, body }, { status: 415, body: errorEnvelope(415, 'Unsupported media type') }, contentType)
     }
     const huge = await request({
       method: 'POST', url: '/book', payload: { ...BOOK, title: 'x'.repeat(70 * 1024) }
     })
-    t.strictSame({ status: huge.status, body: huge.body }, { status: 413, body: { status: 413, message: 'Payload too large', data: null } })
+    t.strictSame({ status: huge.status, body: huge.body }, { status: 413, body: errorEnvelope(413, 'Payload too large') })
     t.strictSame(await stored(), before)
   })
 
@@ -115,7 +116,7 @@ t.test('book routes', async (t) => {
     const { status, body } = await request({ method: 'GET', url: `/book/${book.id}` })
     t.strictSame({ status, body }, { status: 200, body: { status: 200, message: 'Book retrieved successfully', data: book } })
     const missing = await request({ method: 'GET', url: '/book/987654321' })
-    t.strictSame(missing.body, { status: 404, message: 'Book not found', data: null })
+    t.strictSame(missing.body, errorEnvelope(404, 'Book not found'))
   })
 
   t.test('an id that no book can have is 404 on every /book/<id> route, before the body', async (t) => {
@@ -128,7 +129,7 @@ t.test('book routes', async (t) => {
           url: `/book/${encodeURIComponent(id)}`,
           ...(method === 'PUT' ? { headers: { 'content-type': 'application/json' }, payload: '{broken' } : {})
         })
-        t.strictSame({ status, body }, { status: 404, body: { status: 404, message: 'Book not found', data: null } }, `${method} ${id}`)
+        t.strictSame({ status, body }, { status: 404, body: errorEnvelope(404, 'Book not found') }, `${method} ${id}`)
       }
     }
     const largest = await request({ method: 'GET', url: '/book/9223372036854775807' })
@@ -158,13 +159,13 @@ t.test('book routes', async (t) => {
       const { status, body } = await request({
         method: 'PUT', url: `/book/${book.id}`, headers: { 'content-type': 'application/json' }, payload: JSON.stringify(payload)
       })
-      t.strictSame({ status, body }, { status: 400, body: { status: 400, message: 'Invalid input', data: null } }, JSON.stringify(payload))
+      t.strictSame({ status, body }, { status: 400, body: errorEnvelope(400, 'Invalid input') }, JSON.stringify(payload))
     }
     for (const payload of ['', 'not json']) {
       const { status, body } = await request({
         method: 'PUT', url: `/book/${book.id}`, headers: { 'content-type': 'application/json' }, payload
       })
-      t.strictSame({ status, body }, { status: 400, body: { status: 400, message: 'Invalid input', data: null } }, JSON.stringify(payload))
+      t.strictSame({ status, body }, { status: 400, body: errorEnvelope(400, 'Invalid input') }, JSON.stringify(payload))
     }
     t.strictSame((await request({ method: 'GET', url: `/book/${book.id}` })).body.data, book)
   })
@@ -174,7 +175,7 @@ t.test('book routes', async (t) => {
       const { status, body } = await request({
         method: 'PUT', url: '/book/424242', headers: { 'content-type': 'application/json' }, payload
       })
-      t.strictSame({ status, body }, { status: 404, body: { status: 404, message: 'Book not found', data: null } }, payload)
+      t.strictSame({ status, body }, { status: 404, body: errorEnvelope(404, 'Book not found') }, payload)
     }
     const wrongType = await request({
       method: 'PUT', url: '/book/424242', headers: { 'content-type': 'text/plain' }, payload: 'x'
@@ -185,7 +186,7 @@ t.test('book routes', async (t) => {
   t.test('a body without a Content-Type is refused in the envelope, nothing stored', async (t) => {
     const before = await stored()
     const { status, body } = await request({ method: 'POST', url: '/book', payload: Buffer.from(JSON.stringify(BOOK)) })
-    t.strictSame({ status, body }, { status: 415, body: { status: 415, message: 'Unsupported media type', data: null } })
+    t.strictSame({ status, body }, { status: 415, body: errorEnvelope(415, 'Unsupported media type') })
     t.strictSame(await stored(), before)
   })
 
@@ -198,29 +199,24 @@ t.test('book routes', async (t) => {
     await locker.query('BEGIN')
     await locker.query('SELECT id FROM books WHERE id = $1 FOR UPDATE', [book.id])
     const update = request({ method: 'PUT', url: `/book/${book.id}`, payload: { title: 'too late' } })
-    let blocked = false
-    for (let waited = 0; !blocked && waited < 4000; waited += 20) {
-      await new Promise((resolve) => setTimeout(resolve, 20))
-      const { rows } = await watcher.query(
-        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE books%'")
-      blocked = rows[0].n > 0
-    }
-    t.ok(blocked, 'the UPDATE waits for the row lock')
+    // Only this file's database: another file's blocked UPDATE must not count
+    await waitForSessionsOnLock(watcher, dbUrl, 1)
+    t.pass('the UPDATE waits for the row lock')
     await locker.query('DELETE FROM books WHERE id = $1', [book.id])
     await locker.query('COMMIT')
     const { status, body } = await update
-    t.strictSame({ status, body }, { status: 404, body: { status: 404, message: 'Book not found', data: null } })
+    t.strictSame({ status, body }, { status: 404, body: errorEnvelope(404, 'Book not found') })
     t.equal((await request({ method: 'GET', url: `/book/${book.id}` })).status, 404)
   })
 
   t.test('DELETE /book/<id> deletes once, then 404', async (t) => {
     const book = await create()
     const first = await request({ method: 'DELETE', url: `/book/${book.id}` })
-    t.strictSame({ status: first.status, body: first.body }, { status: 200, body: { status: 200, message: 'Book deleted successfully', data: null } })
+    t.strictSame({ status: first.status, body: first.body }, { status: 200, body: errorEnvelope(200, 'Book deleted successfully') })
     const read = await request({ method: 'GET', url: `/book/${book.id}` })
     t.equal(read.status, 404)
     const second = await request({ method: 'DELETE', url: `/book/${book.id}` })
-    t.strictSame(second.body, { status: 404, message: 'Book not found', data: null })
+    t.strictSame(second.body, errorEnvelope(404, 'Book not found'))
     const update = await request({ method: 'PUT', url: `/book/${book.id}`, payload: { title: 'back' } })
     t.equal(update.status, 404)
   })
@@ -266,4 +262,19 @@ t.test('book routes', async (t) => {
       t.strictSame(body.data, { id: book.id, title: `T${round}`, author: `A${round}`, year: round }, `round ${round}`)
     }
   })
+})
+
+t.test('an id no book can have is answered without a query', { skip: NEEDS_SERVER }, async (t) => {
+  const dbUrl = await createDatabase(t)
+  const app = await build(t, dbUrl)
+  const token = await getToken(app)
+  // With the database refusing the service, any query would fail with a 5xx
+  await refuseConnections(t, dbUrl)
+  for (const method of ['GET', 'PUT', 'DELETE'] as const) {
+    const { status, body } = await call(app, token, { method, url: '/book/abc', payload: method === 'PUT' ? {} : undefined })
+    t.strictSame({ status, body }, { status: 404, body: errorEnvelope(404, 'Book not found') }, method)
+  }
+  const real = await call(app, token, { method: 'GET', url: '/book/1' })
+  t.equal(real.status, 503, 'a real lookup does reach the database, which is cut off')
+  t.strictSame(real.body, errorEnvelope(503, 'Service unavailable'))
 })

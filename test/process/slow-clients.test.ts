@@ -5,8 +5,10 @@
  */
 import { connect, type Socket } from 'node:net'
 import t, { type Test } from 'tap'
-import { createDatabase, testEnv } from './helper.js'
-import { sleep, startService, withTimeout, type Service } from './server-helper.js'
+import { testEnv } from '../helper.js'
+import { createDatabase } from '../helpers/database.js'
+import { type Service, startService } from '../helpers/service.js'
+import { withTimeout } from '../helpers/wait.js'
 
 t.setTimeout(60_000)
 t.jobs = 2
@@ -87,7 +89,6 @@ t.test('a body sent byte by byte is cut off by the request timeout', async (t) =
   t.comment(`slow body cut off after ${lifetime} ms`)
   t.ok(lifetime >= 9500 && lifetime < 13_000, 'cut off at the 10 s request timeout')
   expect408(t, slow.received())
-  await sleep(100)
   const books = await service.request('GET', '/books', { token })
   t.strictSame(books.body, { status: 200, message: 'Books retrieved successfully', data: [] }, 'nothing was stored')
 })

@@ -5,7 +5,7 @@
  */
 import { connect, createServer, type Server, type Socket } from 'node:net'
 import type { Test } from 'tap'
-import { withTimeout } from './server-helper.js'
+import { withTimeout } from './wait.js'
 
 export type ProxyMode = 'forward' | 'cut' | 'blackhole' | 'closed'
 

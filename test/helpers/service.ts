@@ -1,11 +1,14 @@
+/**
+ * The service as a real process, started exactly as `npm start` starts it (so `npm run build`
+ * must have run), for the tests under test/process/.
+ */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { connect, createServer } from 'node:net'
 import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import pg from 'pg'
 import type { Test } from 'tap'
-import { PASSWORD, USERNAME } from './helper.js'
-export { databaseName } from './helper.js'
+import { PASSWORD, USERNAME } from '../helper.js'
+import { withTimeout } from './wait.js'
 
 /**
  * The repository root, where `npm start` runs and so do these processes: the nearest folder with
@@ -23,46 +26,18 @@ export const ROOT = findRoot(__dirname)
 export const START_TIMEOUT = 15_000
 export const EXIT_TIMEOUT = 10_000
 
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
-
-/** Rejects with `label` when `promise` has not settled within `ms`. */
-export async function withTimeout<T> (promise: Promise<T>, ms: number, label: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${label}`)), ms)
-  })
-  try {
-    return await Promise.race([promise, timeout])
-  } finally {
-    clearTimeout(timer)
-  }
-}
-
-const handedOut = new Set<number>()
-
 /**
- * A TCP port nothing listens on right now: bind port 0, read the port, close. `fastify start -p 0`
- * does not work (fastify-cli treats 0 as "not given" and falls back to 3000). A port is never
- * handed out twice within this process, so tests running side by side do not collide.
+ * A TCP port on 127.0.0.1 that nothing listens on: one the system picked for a listener that is
+ * closed again. For a database that is not there; never to listen on again (a test's own
+ * servers listen on port 0).
  */
-export async function freePort (): Promise<number> {
-  for (;;) {
-    const port = await new Promise<number>((resolve, reject) => {
-      const server = createServer()
-      server.once('error', reject)
-      server.listen(0, '127.0.0.1', () => {
-        const address = server.address()
-        server.close(() => {
-          if (address === null || typeof address === 'string') reject(new Error('no port'))
-          else resolve(address.port)
-        })
-      })
-    })
-    if (!handedOut.has(port)) {
-      handedOut.add(port)
-      return port
-    }
-  }
+export async function closedPort (): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve))
+  const address = server.address()
+  await new Promise((resolve) => server.close(resolve))
+  if (address === null || typeof address === 'string') throw new Error('no port')
+  return address.port
 }
 
 /**
@@ -96,11 +71,10 @@ export class Service {
   stderr = ''
   exit: Exit | null = null
   readonly exited: Promise<Exit>
-  readonly url: string
+  #port: number | null = null
   #waiters = new Set<() => void>()
 
-  constructor (readonly child: ChildProcess, readonly port: number) {
-    this.url = `http://127.0.0.1:${port}`
+  constructor (readonly child: ChildProcess) {
     child.stdout?.setEncoding('utf8')
     child.stderr?.setEncoding('utf8')
     child.stdout?.on('data', (chunk: string) => { this.stdout += chunk; this.#notify() })
@@ -117,6 +91,27 @@ export class Service {
 
   #notify () {
     for (const waiter of this.#waiters) waiter()
+  }
+
+  /** The port the system gave the service's listener (it listens on port 0), once it listens. */
+  get port (): number {
+    if (this.#port === null) throw new Error('the service has not said where it listens yet')
+    return this.#port
+  }
+
+  get url (): string {
+    return `http://127.0.0.1:${this.port}`
+  }
+
+  /** Whether no process of the service's process group is left (none orphaned, none listening). */
+  get processGroupGone (): boolean {
+    try {
+      process.kill(-this.child.pid!, 0)
+      return false
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ESRCH') return true
+      throw err
+    }
   }
 
   /** What the process printed, for failure messages. */
@@ -154,10 +149,14 @@ export class Service {
     })
   }
 
-  /** Resolves when the server logs that it listens; rejects if the process exits first. */
+  /** Resolves when the server logs where it listens; rejects if the process exits first. */
   async listening (ms = START_TIMEOUT): Promise<void> {
     await this.waitFor(() => {
-      if (this.stdout.includes(`"Server listening at http://127.0.0.1:${this.port}"`)) return true
+      const listening = /"Server listening at http:\/\/127\.0\.0\.1:(\d+)"/.exec(this.stdout)
+      if (listening !== null) {
+        this.#port = Number(listening[1])
+        return true
+      }
       if (this.exit !== null) throw new Error(`service exited before listening: ${JSON.stringify(this.exit)}\n${this.output}`)
       return false
     }, ms, 'the service to listen')
@@ -202,32 +201,37 @@ const START_COMMAND: string = JSON.parse(readFileSync(join(ROOT, 'package.json')
 
 /**
  * Starts the service exactly as `npm start` does (or with another `command`), with `env` (plus
- * PATH and HOME) as its whole environment. `exec` makes the service the spawned process itself, so signals reach it
- * directly. The process is killed when the test ends, if it is still running.
+ * PATH and HOME) as its whole environment, listening on a port the system picks (`PORT=0`; see
+ * `listening()`). `exec` makes the service the spawned process itself, so signals reach it
+ * directly; it leads a process group of its own. Whatever of the group still runs when the test
+ * ends is killed.
  */
-export async function spawnService (
-  t: Test, env: Record<string, string>, port?: number, command = START_COMMAND
-): Promise<Service> {
-  const listenPort = port ?? await freePort()
+export async function spawnService (t: Test, env: Record<string, string>, command = START_COMMAND): Promise<Service> {
   const child = spawn('/bin/sh', ['-c', `exec ${command}`], {
     cwd: ROOT,
     env: {
       PATH: `${join(ROOT, 'node_modules/.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
       HOME: process.env.HOME ?? '/tmp',
       HOST: '127.0.0.1',
-      PORT: String(listenPort),
+      PORT: '0',
       ...env
     },
-    stdio: ['ignore', 'pipe', 'pipe']
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true
   })
-  const service = new Service(child, listenPort)
+  const service = new Service(child)
   t.teardown(async () => {
     // What the process printed is the first thing to read when a test of it failed
-    if (!t.passing()) t.comment(`service on port ${listenPort}, exit ${JSON.stringify(service.exit)}\n${service.output}`)
-    if (service.exit === null) {
-      child.kill('SIGKILL')
-      await withTimeout(service.exited, EXIT_TIMEOUT, 'the killed service to exit')
+    if (!t.passing()) t.comment(`service exit ${JSON.stringify(service.exit)}\n${service.output}`)
+    if (!service.processGroupGone) {
+      try {
+        process.kill(-child.pid!, 'SIGKILL')
+      } catch (err) {
+        // Gone in the meantime
+        if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err
+      }
     }
+    if (service.exit === null) await withTimeout(service.exited, EXIT_TIMEOUT, 'the killed service to exit')
   })
   return service
 }
@@ -237,85 +241,4 @@ export async function startService (t: Test, env: Record<string, string>): Promi
   const service = await spawnService(t, env)
   await service.listening()
   return service
-}
-
-/** A connected pg client with bounded waits, ended when the test ends. */
-export async function pgClient (t: Test, connectionString: string): Promise<pg.Client> {
-  const client = new pg.Client({
-    connectionString,
-    connectionTimeoutMillis: 5000,
-    statement_timeout: 10_000,
-    application_name: 'bookkeeping-test'
-  })
-  // A backend terminated under us (the tests do that) must not end the test process
-  client.on('error', () => {})
-  await client.connect()
-  t.teardown(() => withTimeout(client.end(), 5000, 'ending a pg client').catch(() => {}))
-  return client
-}
-
-export interface RawResponse {
-  status: number
-  headers: Record<string, string>
-  body: string
-}
-
-/** The body of a `Transfer-Encoding: chunked` response, without its framing. */
-export function dechunk (body: Buffer): Buffer {
-  const parts: Buffer[] = []
-  let offset = 0
-  for (;;) {
-    const lineEnd = body.indexOf('\r\n', offset)
-    if (lineEnd === -1) throw new Error('truncated chunked body')
-    const size = parseInt(body.subarray(offset, lineEnd).toString('latin1'), 16)
-    if (Number.isNaN(size)) throw new Error('bad chunk size')
-    if (size === 0) return Buffer.concat(parts)
-    parts.push(body.subarray(lineEnd + 2, lineEnd + 2 + size))
-    offset = lineEnd + 2 + size + 2
-  }
-}
-
-/**
- * Writes `request` as raw bytes on a fresh socket and reads everything the server sends until it
- * closes the connection (send `Connection: close` for requests the server parses).
- */
-export function rawRequest (port: number, request: string, ms = 5000): Promise<RawResponse> {
-  return withTimeout(new Promise((resolve, reject) => {
-    const chunks: Buffer[] = []
-    const socket = connect({ port, host: '127.0.0.1' }, () => { socket.write(request) })
-    socket.on('data', (chunk: Buffer) => chunks.push(chunk))
-    // A reset after the response (the server destroys the socket on parser errors) is fine
-    socket.on('error', () => {})
-    socket.once('close', () => {
-      const raw = Buffer.concat(chunks)
-      const headEnd = raw.indexOf('\r\n\r\n')
-      if (headEnd === -1) {
-        reject(new Error(`no complete HTTP response, got: ${JSON.stringify(raw.toString('latin1'))}`))
-        return
-      }
-      const [statusLine = '', ...lines] = raw.subarray(0, headEnd).toString('latin1').split('\r\n')
-      const match = /^HTTP\/1\.[01] (\d{3})(?: |$)/.exec(statusLine)
-      if (match === null) {
-        reject(new Error(`bad status line: ${statusLine}`))
-        return
-      }
-      const headers: Record<string, string> = {}
-      for (const line of lines) {
-        const colon = line.indexOf(':')
-        headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim()
-      }
-      let body: Buffer = raw.subarray(headEnd + 4)
-      try {
-        if (headers['transfer-encoding'] === 'chunked') body = dechunk(body)
-      } catch (err) {
-        reject(err)
-        return
-      }
-      if (headers['content-length'] !== undefined && Number(headers['content-length']) !== body.length) {
-        reject(new Error(`content-length ${headers['content-length']} but ${body.length} body bytes`))
-        return
-      }
-      resolve({ status: Number(match[1]), headers, body: body.toString('utf8') })
-    })
-  }), ms, `raw request ${JSON.stringify(request.slice(0, 40))}`)
 }

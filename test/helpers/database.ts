@@ -1,0 +1,141 @@
+/**
+ * The database of a test file: a fresh one per file on the PostgreSQL server, or an in-memory
+ * PGlite of its own, and what tests do to it from outside the service.
+ */
+import { spawnSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import pg from 'pg'
+import type { Test } from 'tap'
+import { startEmbedded } from '../../src/db/embedded.js'
+import { waitUntil, withTimeout } from './wait.js'
+
+export const ADMIN_URL = process.env.TEST_DB_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+
+/** Whether something accepts TCP connections at the admin URL's host and port, within 1 s. */
+function serverAnswers (): boolean {
+  const { hostname, port } = new URL(ADMIN_URL)
+  const probe = `require('node:net').connect(${Number(port || 5432)}, ${JSON.stringify(hostname)})
+    .on('connect', () => process.exit(0)).on('error', () => process.exit(1)).setTimeout(1000, () => process.exit(1))`
+  return spawnSync(process.execPath, ['-e', probe]).status === 0
+}
+
+/**
+ * The store the tests run on: `TEST_STORE=postgres` or `pglite`; unset, the PostgreSQL server
+ * at TEST_DB_URL when one answers, else PGlite (src/db/embedded.ts), started per test file.
+ */
+export const STORE: 'postgres' | 'pglite' = process.env.TEST_STORE === 'pglite' || process.env.TEST_STORE === 'postgres'
+  ? process.env.TEST_STORE
+  : serverAnswers() ? 'postgres' : 'pglite'
+
+/**
+ * For `t.test(name, { skip: NEEDS_SERVER }, ...)`: what only a PostgreSQL server can do (other
+ * sessions, locks, terminating backends, refusing connections to one database). PGlite is one
+ * session shared by every connection.
+ */
+export const NEEDS_SERVER = STORE === 'pglite' && 'needs a PostgreSQL server (PGlite is a single session)'
+
+/**
+ * An empty PGlite cluster, dumped by the first store the tests start: loading it takes a
+ * fraction of the seconds that creating a cluster does. Keyed by PGlite's version.
+ */
+const PGLITE_VERSION = (JSON.parse(fs.readFileSync(
+  path.join(__dirname, '..', '..', 'node_modules', '@electric-sql', 'pglite', 'package.json'), 'utf8')) as { version: string }).version
+const PGLITE_TEMPLATE = path.join(os.tmpdir(), `bookkeeping-pglite-${PGLITE_VERSION}.tar`)
+
+/** `postgres://...` of a database named `name` on the admin URL's server. */
+export function databaseUrl (name: string): string {
+  const url = new URL(ADMIN_URL)
+  url.pathname = `/${name}`
+  return url.toString()
+}
+
+export function databaseName (url: string): string {
+  return decodeURIComponent(new URL(url).pathname.slice(1))
+}
+
+async function admin<T> (fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: ADMIN_URL })
+  await client.connect()
+  try {
+    return await fn(client)
+  } finally {
+    await client.end()
+  }
+}
+
+/**
+ * A fresh, empty database for this test file, dropped when the file ends. On PGlite: a new
+ * in-memory PGlite served on a loopback port, the same way the service serves `pglite:` itself.
+ */
+export async function createDatabase (t: Test): Promise<string> {
+  if (STORE === 'pglite') {
+    const template = fs.existsSync(PGLITE_TEMPLATE) ? PGLITE_TEMPLATE : undefined
+    const store = await startEmbedded('memory', (err) => t.fail(`the embedded database failed: ${err.message}`), { template })
+    t.teardown(() => store.stop())
+    if (template === undefined) {
+      // The first store of the run keeps its empty cluster for the next ones. Written aside
+      // and renamed, so a test file starting meanwhile never loads half a file
+      const partial = `${PGLITE_TEMPLATE}.${process.pid}`
+      fs.writeFileSync(partial, await store.dump())
+      fs.renameSync(partial, PGLITE_TEMPLATE)
+    }
+    return store.url
+  }
+  const name = `bookkeeping_test_${process.pid}_${randomBytes(4).toString('hex')}`
+  await admin((client) => client.query(`CREATE DATABASE ${name}`))
+  t.teardown(() => admin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)))
+  return databaseUrl(name)
+}
+
+/**
+ * Makes the server refuse connections to the database at `dbUrl` and ends the sessions it has:
+ * every query of the service then fails as with a database that is gone. The returned function
+ * lets connections in again; it also runs when the test ends, before the database is dropped.
+ */
+export async function refuseConnections (t: Test, dbUrl: string): Promise<() => Promise<void>> {
+  const name = databaseName(dbUrl)
+  const allow = () => admin((client) => client.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`))
+  t.teardown(allow)
+  await admin(async (client) => {
+    await client.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
+    await client.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name])
+  })
+  return async () => { await allow() }
+}
+
+/** A connected pg client with bounded waits, ended when the test ends. */
+export async function pgClient (t: Test, connectionString: string): Promise<pg.Client> {
+  const client = new pg.Client({
+    connectionString,
+    connectionTimeoutMillis: 5000,
+    statement_timeout: 10_000,
+    application_name: 'bookkeeping-test'
+  })
+  // A backend terminated under us (the tests do that) must not end the test process
+  client.on('error', () => {})
+  await client.connect()
+  t.teardown(() => withTimeout(client.end(), 5000, 'ending a pg client').catch(() => {}))
+  return client
+}
+
+/**
+ * The service's sessions on the database at `dbUrl` that wait for a lock, as `pg_stat_activity`
+ * shows them (`application_name` is the service's, see plugins/external/postgres.ts).
+ */
+const SESSIONS_WAITING_ON_A_LOCK = `SELECT count(*)::int AS n FROM pg_stat_activity
+  WHERE datname = $1 AND application_name = 'bookkeeping' AND wait_event_type = 'Lock'`
+
+/**
+ * Resolves, with the milliseconds it took, once at least `count` of the service's sessions on
+ * this test's database wait for a lock (a statement blocked by a row or table lock the test
+ * holds); rejects after `ms`.
+ */
+export function waitForSessionsOnLock (client: pg.Client, dbUrl: string, count: number, ms = 4000): Promise<number> {
+  return waitUntil(async () => {
+    const { rows } = await client.query<{ n: number }>(SESSIONS_WAITING_ON_A_LOCK, [databaseName(dbUrl)])
+    return rows[0]!.n >= count
+  }, ms, `${count} of the service's sessions waiting on a lock`, 10)
+}
