@@ -14,6 +14,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import fc from 'fast-check'
 import t from 'tap'
+import { BODY_LIMIT } from '../../src/app.js'
 import { PASSWORD, SECRET, testEnv, USERNAME } from '../helper.js'
 import { createDatabase, pgClient } from '../helpers/database.js'
 import { rawRequest, type RawResponse } from '../helpers/raw-http.js'
@@ -30,7 +31,6 @@ const PROPERTY_TIME_LIMIT = 40_000
 
 const INT4_MIN = -2147483648
 const INT4_MAX = 2147483647
-const BODY_LIMIT = 64 * 1024
 
 const SEEDS = [
   { title: 'Dune', author: 'Frank Herbert', year: 1965 },

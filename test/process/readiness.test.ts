@@ -7,18 +7,12 @@ import t from 'tap'
 import { READY_TIMEOUT_MS } from '../../routes/health.js'
 import { testEnv } from '../helper.js'
 import { createDatabase } from '../helpers/database.js'
+import { BOUND_SLACK, QUICK, READY, UNAVAILABLE } from '../helpers/health.js'
 import { type Service, startService } from '../helpers/service.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 import { waitUntil } from '../helpers/wait.js'
 
 t.setTimeout(60_000)
-
-const READY = { status: 200, message: 'Service is ready', data: { database: 'up' } }
-const UNAVAILABLE = { status: 503, message: 'Service unavailable', data: null }
-/** Far below the pool's own bounds (src/db/time-bounds.ts). */
-const BOUND_SLACK = 500
-/** What the database-free check may take, also while the database is gone. */
-const QUICK = 300
 
 async function timedRequest (service: Service, path: string) {
   const started = performance.now()

@@ -10,18 +10,11 @@ import t from 'tap'
 import { READY_TIMEOUT_MS } from '../../routes/health.js'
 import { build, call, getToken } from '../helper.js'
 import { createDatabase, NEEDS_SERVER, pgClient, refuseConnections, waitForSessionsOnLock } from '../helpers/database.js'
+import { BOUND_SLACK, LIVE, QUICK, READY, UNAVAILABLE } from '../helpers/health.js'
 import { probe } from '../helpers/service.js'
 import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 
 t.setTimeout(60_000)
-
-const LIVE = { status: 200, message: 'Service is live', data: null }
-const READY = { status: 200, message: 'Service is ready', data: { database: 'up' } }
-const UNAVAILABLE = { status: 503, message: 'Service unavailable', data: null }
-/** Far below the pool's own bounds (src/db/time-bounds.ts). */
-const BOUND_SLACK = 500
-/** What the database-free check may take, also while the database is gone. */
-const QUICK = 300
 
 async function timedInject (app: FastifyInstance, url: string) {
   const started = performance.now()
