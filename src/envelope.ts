@@ -3,7 +3,7 @@ import { Type, type SchemaOptions, type Static, type TSchema } from '@sinclair/t
 
 /**
  * Every text a client can read in `message`, in one place. The first group is fixed word for word
- * by SPEC.md; the second covers what the spec leaves open (see the README).
+ * by the contract; the second covers what the contract leaves open (both in docs/api.md).
  */
 export const Message = {
   TokenGenerated: 'Token generated successfully',

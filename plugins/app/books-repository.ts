@@ -78,7 +78,7 @@ const LISTING_PAGE = {
  *
  * Finds, creates, updates and the first page of listings are batched (src/db/batch.ts): the
  * calls made while one statement is in PostgreSQL share the next. On 2 cores shared with
- * PostgreSQL, this more than doubles the throughput of each (README, Performance): one statement
+ * PostgreSQL, this more than doubles the throughput of each (docs/performance.md): one statement
  * and one commit do the work of dozens. Deletes, the existence check of a bad PUT and the later
  * pages of a long listing are single statements.
  */

@@ -3,11 +3,7 @@
  * rejections of wrong credentials and of bodies that are not a Login request, and the 500 of a
  * failing signer.
  */
-import type { JWT } from '@fastify/jwt'
-import Fastify, { type FastifyInstance } from 'fastify'
 import t from 'tap'
-import tokenRoutes from '../../routes/token.js'
-import { errorHandler } from '../../src/errors.js'
 import { build, expectEnvelope, PASSWORD, postToken, USERNAME } from '../helper.js'
 import { decodeToken, hmac, nowSeconds } from '../helpers/tokens.js'
 
@@ -115,22 +111,13 @@ t.test('POST /token rejections', async (t) => {
 
 t.test('POST /token answers 500 Could not generate token when signing fails', async (t) => {
   const leak = 'SIGNER-EXPLODED-secret-detail-4711'
-  const app = Fastify()
-  t.teardown(() => app.close())
-  // The only settings the token route reads
-  app.decorate('config', { AUTH_USERNAME: USERNAME, AUTH_PASSWORD: PASSWORD, TOKEN_RATE_LIMIT: 30 } as FastifyInstance['config'])
-
+  const app = await build(t)
   let signCalls = 0
-  // Only the signer is faked; the route uses nothing else of @fastify/jwt
-  const failingJwt = {
-    sign () {
-      signCalls++
-      throw new Error(leak)
-    }
+  // Only the signer fails; the route uses nothing else of @fastify/jwt
+  app.jwt.sign = () => {
+    signCalls++
+    throw new Error(leak)
   }
-  app.decorate('jwt', failingJwt as unknown as JWT)
-  app.setErrorHandler(errorHandler)
-  await app.register(tokenRoutes)
 
   const response = await postToken(app, { username: USERNAME, password: PASSWORD })
   expectEnvelope(t, response, 500, 'Could not generate token')

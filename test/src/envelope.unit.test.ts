@@ -7,7 +7,7 @@ import Ajv from 'ajv'
 import t from 'tap'
 import { EnvelopeSchema, Message, SuccessSchema, envelope, failure, failureSchemas, statusMessage } from '../../src/envelope.js'
 
-t.test('Message holds first the texts SPEC.md fixes, word for word', async (t) => {
+t.test('Message holds first the texts the contract fixes, word for word', async (t) => {
   t.strictSame(Object.entries(Message).slice(0, 13), [
     ['TokenGenerated', 'Token generated successfully'],
     ['InvalidRequestPayload', 'Invalid request payload'],

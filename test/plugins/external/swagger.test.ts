@@ -2,19 +2,16 @@ import { readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import SwaggerParser from '@apidevtools/swagger-parser'
 import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020.js'
-import type { JWT } from '@fastify/jwt'
-import Fastify, { type FastifyInstance, type InjectOptions } from 'fastify'
+import type { FastifyInstance, InjectOptions } from 'fastify'
 import pg from 'pg'
 import t, { type Test } from 'tap'
-import tokenRoutes from '../../../routes/token.js'
 import { Message } from '../../../src/envelope.js'
-import { errorHandler } from '../../../src/errors.js'
 import { build, getToken, PASSWORD, SECRET, USERNAME } from '../../helper.js'
 import { createDatabase, NEEDS_SERVER, refuseConnections } from '../../helpers/database.js'
 import { rawRequest } from '../../helpers/raw-http.js'
 import { ROOT } from '../../helpers/service.js'
 
-/** The six operations of SPEC.md, as `METHOD path` with the document's path templates. */
+/** The six operations of the contract, as `METHOD path` with the document's path templates. */
 const OPERATIONS = [
   'POST /token', 'POST /book', 'GET /books', 'GET /book/{id}', 'PUT /book/{id}', 'DELETE /book/{id}'
 ] as const
@@ -206,15 +203,10 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
       method: 'POST', url: '/token', headers: { 'content-type': 'text/plain' }, payload: JSON.stringify(login)
     }), 415, Message.UnsupportedMediaType)
 
-    // The token route on its own, with a signer that fails as a broken key or library would
-    // (the app's signer cannot be reached from here: it is encapsulated in the app plugin)
-    const bare = Fastify()
-    t.teardown(() => bare.close())
-    bare.decorate('config', { AUTH_USERNAME: USERNAME, AUTH_PASSWORD: PASSWORD, TOKEN_RATE_LIMIT: 30 } as FastifyInstance['config'])
-    bare.decorate('jwt', { sign () { throw new Error('signing failed') } } as unknown as JWT)
-    bare.setErrorHandler(errorHandler)
-    await bare.register(tokenRoutes)
-    conforms(t, 'POST /token', await bare.inject({ method: 'POST', url: '/token', payload: login }), 500, Message.CouldNotGenerateToken)
+    // An app of its own whose signer fails as a broken key or library would
+    const unsigned = await build(t, dbUrl)
+    unsigned.jwt.sign = () => { throw new Error('signing failed') }
+    conforms(t, 'POST /token', await unsigned.inject({ method: 'POST', url: '/token', payload: login }), 500, Message.CouldNotGenerateToken)
 
     const limited = await build(t, dbUrl, { TOKEN_RATE_LIMIT: '1' })
     const attempt = () => limited.inject({ method: 'POST', url: '/token', remoteAddress: '192.0.2.7', payload: login })
