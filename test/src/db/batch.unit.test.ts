@@ -163,42 +163,30 @@ t.test('a run that rejects fails every call of its batch with its error, and the
   t.strictSame(await Promise.all(second), ['C'])
 })
 
-t.test('an async run that throws fails every call of its batch with that error, and a later batch is still sent', async (t) => {
-  fakeTimers(t)
-  const error = new Error('bad statement')
-  const seen: string[][] = []
-  const loader = batched<string, string>(async (keys) => {
-    seen.push([...keys])
-    if (keys.includes('bad')) throw error
-    return upper([...keys])
-  })
-  const failing = [loader.load('bad'), loader.load('ok')].map((load) => t.rejects(load, error))
-  await nextTurn()
-  await Promise.all(failing)
-  const later = loader.load('later')
-  await nextTurn()
-  t.equal(await later, 'LATER')
-  t.strictSame(seen, [['bad', 'ok'], ['later']])
-})
-
-t.test('a run that throws synchronously fails every call of its batch, and a later batch is still sent', async (t) => {
-  fakeTimers(t)
-  const seen: string[][] = []
-  const loader = batched<string, string>((keys) => {
-    seen.push([...keys])
-    if (keys.includes('bad')) throw new Error('thrown before any promise')
-    return Promise.resolve(upper([...keys]))
-  })
+const badStatement = new Error('bad statement')
+const FAILING_RUNS = [
+  { how: 'an async run that throws', run: async () => { throw badStatement }, error: badStatement },
   // DataLoader wraps a synchronous throw in a TypeError that quotes it
-  const failing = [loader.load('bad'), loader.load('ok')]
-    .map((load) => t.rejects(load, { message: /thrown before any promise/ }))
-  await nextTurn()
-  await Promise.all(failing)
-  const later = loader.load('later')
-  await nextTurn()
-  t.equal(await later, 'LATER')
-  t.strictSame(seen, [['bad', 'ok'], ['later']])
-})
+  { how: 'a run that throws synchronously', run: () => { throw new Error('thrown before any promise') }, error: { message: /thrown before any promise/ } }
+]
+
+for (const { how, run: fail, error } of FAILING_RUNS) {
+  t.test(`${how} fails every call of its batch with that error, and a later batch is still sent`, async (t) => {
+    fakeTimers(t)
+    const seen: string[][] = []
+    const loader = batched<string, string>((keys) => {
+      seen.push([...keys])
+      return keys.includes('bad') ? fail() : Promise.resolve(upper([...keys]))
+    })
+    const failing = [loader.load('bad'), loader.load('ok')].map((load) => t.rejects(load, error))
+    await nextTurn()
+    await Promise.all(failing)
+    const later = loader.load('later')
+    await nextTurn()
+    t.equal(await later, 'LATER')
+    t.strictSame(seen, [['bad', 'ok'], ['later']])
+  })
+}
 
 t.test('no caching: the same key twice in a batch is passed twice, and a later call of it calls run anew', async (t) => {
   fakeTimers(t)
