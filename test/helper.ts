@@ -9,7 +9,7 @@ import type { AppOptions } from '../src/app.js'
 import type { ConfigInput } from '../src/config.js'
 import { STORE, createDatabase } from './helpers/database.js'
 
-export const APP_PATH = 'src/app.ts'
+const APP_PATH = 'src/app.ts'
 export const USERNAME = 'librarian'
 export const PASSWORD = 'correct horse battery staple'
 export const SECRET = 'test-secret-that-is-at-least-32-bytes-long!'

@@ -46,7 +46,7 @@ const PGLITE_VERSION = (JSON.parse(fs.readFileSync(
 const PGLITE_TEMPLATE = path.join(os.tmpdir(), `bookkeeping-pglite-${PGLITE_VERSION}.tar`)
 
 /** `postgres://...` of a database named `name` on the admin URL's server. */
-export function databaseUrl (name: string): string {
+function databaseUrl (name: string): string {
   const url = new URL(ADMIN_URL)
   url.pathname = `/${name}`
   return url.toString()

@@ -16,7 +16,7 @@ export interface RawResponse {
 }
 
 /** The body of a `Transfer-Encoding: chunked` response, without its framing. */
-export function dechunk (body: Buffer): Buffer {
+function dechunk (body: Buffer): Buffer {
   const parts: Buffer[] = []
   let offset = 0
   for (;;) {
@@ -34,7 +34,7 @@ export function dechunk (body: Buffer): Buffer {
  * The final response in `raw` (interim 1xx answers skipped). `head`: the request was a HEAD, so
  * the response has no body whatever its headers say.
  */
-export function parseResponse (raw: Buffer, head = false): RawResponse {
+function parseResponse (raw: Buffer, head = false): RawResponse {
   const shown = () => JSON.stringify(raw.subarray(0, 400).toString('latin1'))
   let offset = 0
   for (;;) {

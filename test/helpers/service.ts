@@ -23,8 +23,8 @@ function findRoot (dir: string): string {
 export const ROOT = findRoot(__dirname)
 
 /** How long a process may take to come up or to go away. */
-export const START_TIMEOUT = 15_000
-export const EXIT_TIMEOUT = 10_000
+const START_TIMEOUT = 15_000
+const EXIT_TIMEOUT = 10_000
 
 /**
  * A TCP port on 127.0.0.1 that nothing listens on: one the system picked for a listener that is

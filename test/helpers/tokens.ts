@@ -10,7 +10,7 @@ export function b64url (input: string | Buffer): string {
   return Buffer.from(input).toString('base64url')
 }
 
-export function fromB64url (segment: string): string {
+function fromB64url (segment: string): string {
   return Buffer.from(segment, 'base64url').toString('utf8')
 }
 
