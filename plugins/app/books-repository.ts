@@ -1,6 +1,8 @@
 import type { PostgresDb } from '@fastify/postgres'
 import fp from 'fastify-plugin'
+import type { QueryResultRow } from 'pg'
 import { batched } from '../../src/db/batch.js'
+import { boundedQuery } from '../../src/db/bounded-query.js'
 import type { Book, BookCreate, BookPatch } from '../../src/schemas/book.js'
 
 declare module 'fastify' {
@@ -28,29 +30,22 @@ function toBook (row: BookRow): Book {
   return { id: Number(row.id), title: row.title, author: row.author, year: row.year }
 }
 
-// Named, so each connection parses and plans a statement once and then only binds it.
-// The batched statements take arrays: one statement answers every call of a batch (src/db/batch.ts)
-const FIND = {
-  name: 'books-find',
-  text: 'SELECT id, title, author, year FROM books WHERE id = ANY($1::bigint[])'
-}
-const EXISTS = { name: 'books-exists', text: 'SELECT 1 FROM books WHERE id = $1' }
+// Unnamed statements: a named (prepared) one lives in a session, which a pooler in transaction
+// mode (PgBouncer) hands to whoever comes next. The batched statements take arrays: one
+// statement answers every call of a batch (src/db/batch.ts)
+const FIND = 'SELECT id, title, author, year FROM books WHERE id = ANY($1::bigint[])'
+const EXISTS = 'SELECT 1 FROM books WHERE id = $1'
 // Rows are inserted and given ids in the order of the calls
-const CREATE = {
-  name: 'books-create',
-  text: `INSERT INTO books (title, author, year)
+const CREATE = `INSERT INTO books (title, author, year)
          SELECT title, author, year
          FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS new(title, author, year, n)
          ORDER BY n
          RETURNING id, title, author, year`
-}
 // One statement per batch; a null field keeps its value, so concurrent updates of different
 // fields all take effect. A batch never holds two updates of one book (see `update`). The rows
 // are locked in id order first: two batches (of two instances, or one sent while the one before
 // still waits on a lock) would otherwise lock rows in different orders and could deadlock.
-const UPDATE = {
-  name: 'books-update',
-  text: `WITH patch AS MATERIALIZED (
+const UPDATE = `WITH patch AS MATERIALIZED (
            SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[]) AS p(id, title, author, year)
          ), locked AS MATERIALIZED (
            SELECT books.id FROM books JOIN patch USING (id) ORDER BY books.id FOR UPDATE OF books
@@ -62,16 +57,12 @@ const UPDATE = {
          FROM patch JOIN locked USING (id)
          WHERE books.id = patch.id
          RETURNING books.id, books.title, books.author, books.year`
-}
-const DELETE = { name: 'books-delete', text: 'DELETE FROM books WHERE id = $1' }
+const DELETE = 'DELETE FROM books WHERE id = $1'
 // PostgreSQL writes the JSON of a page of the listing itself: one string reaches Node instead of
 // rows to parse, build and serialize again
-const LISTING_PAGE = {
-  name: 'books-listing-page',
-  text: `SELECT count(*)::int AS count, max(id)::text AS last_id,
+const LISTING_PAGE = `SELECT count(*)::int AS count, max(id)::text AS last_id,
                 coalesce(string_agg(row_to_json(page)::text, ',' ORDER BY id), '') AS json
          FROM (SELECT id, title, author, year FROM books WHERE id > $1 ORDER BY id LIMIT $2) page`
-}
 
 /**
  * All SQL of the service. Ids are passed as the decimal strings `isBookId` accepted.
@@ -82,18 +73,18 @@ const LISTING_PAGE = {
  * and one commit do the work of dozens. Deletes, the existence check of a bad PUT and the later
  * pages of a long listing are single statements.
  */
-export function createBooksRepository (pool: PostgresDb) {
+export function createBooksRepository (pg: PostgresDb) {
+  const query = <R extends QueryResultRow>(text: string, values: unknown[]) => boundedQuery<R>(pg.pool, { text, values })
+
   const finds = batched<string, Book | null>(async (ids) => {
-    const { rows } = await pool.query<BookRow>({ ...FIND, values: [ids] })
+    const { rows } = await query<BookRow>(FIND, [ids])
     const byId = new Map(rows.map((row) => [row.id, toBook(row)]))
     return ids.map((id) => byId.get(id) ?? null)
   })
 
   const creates = batched<BookCreate, Book>(async (books) => {
-    const { rows } = await pool.query<BookRow>({
-      ...CREATE,
-      values: [books.map((b) => b.title), books.map((b) => b.author), books.map((b) => b.year)]
-    })
+    const { rows } = await query<BookRow>(CREATE,
+      [books.map((b) => b.title), books.map((b) => b.author), books.map((b) => b.year)])
     // RETURNING gives the rows in insertion order in practice, which PostgreSQL does not
     // promise: each call takes a row with exactly its fields (rows alike are interchangeable)
     const byFields = new Map<string, BookRow[]>()
@@ -118,15 +109,12 @@ export function createBooksRepository (pool: PostgresDb) {
       const round = pending.filter((i) => !seen.has(calls[i]!.id) && seen.add(calls[i]!.id))
       pending = pending.filter((i) => !round.includes(i))
       const patches = round.map((i) => calls[i]!)
-      const { rows } = await pool.query<BookRow>({
-        ...UPDATE,
-        values: [
-          patches.map((c) => c.id),
-          patches.map((c) => c.patch.title ?? null),
-          patches.map((c) => c.patch.author ?? null),
-          patches.map((c) => c.patch.year ?? null)
-        ]
-      })
+      const { rows } = await query<BookRow>(UPDATE, [
+        patches.map((c) => c.id),
+        patches.map((c) => c.patch.title ?? null),
+        patches.map((c) => c.patch.author ?? null),
+        patches.map((c) => c.patch.year ?? null)
+      ])
       const byId = new Map(rows.map((row) => [row.id, toBook(row)]))
       for (const i of round) answers[i] = byId.get(calls[i]!.id) ?? null
     }
@@ -134,9 +122,7 @@ export function createBooksRepository (pool: PostgresDb) {
   })
 
   async function pageAfter (afterId: string, limit: number): Promise<ListingPage> {
-    const { rows: [row] } = await pool.query<{ count: number, last_id: string | null, json: string }>({
-      ...LISTING_PAGE, values: [afterId, limit]
-    })
+    const { rows: [row] } = await query<{ count: number, last_id: string | null, json: string }>(LISTING_PAGE, [afterId, limit])
     return { count: row!.count, lastId: row!.last_id, json: row!.json }
   }
 
@@ -153,14 +139,14 @@ export function createBooksRepository (pool: PostgresDb) {
     find: (id: string): Promise<Book | null> => finds.load(id),
 
     async exists (id: string): Promise<boolean> {
-      const { rowCount } = await pool.query({ ...EXISTS, values: [id] })
+      const { rowCount } = await query(EXISTS, [id])
       return rowCount === 1
     },
 
     update: (id: string, patch: BookPatch): Promise<Book | null> => updates.load({ id, patch }),
 
     async delete (id: string): Promise<boolean> {
-      const { rowCount } = await pool.query({ ...DELETE, values: [id] })
+      const { rowCount } = await query(DELETE, [id])
       return rowCount === 1
     },
 

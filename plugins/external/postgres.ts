@@ -9,8 +9,13 @@ import { CONNECT_TIMEOUT_MS, STATEMENT_TIMEOUT_MS } from '../../src/db/time-boun
  * With `DB_URL=pglite:<directory>` or `pglite:memory` the database is PGlite, started here in a
  * worker thread and reached over a loopback socket (src/db/embedded.ts): everything above the
  * driver is the same code as with a PostgreSQL server. PGlite is one session, which every
- * connection to it shares, so the pool then has one connection: two would collide on the
- * names of the prepared statements.
+ * connection to it shares, so the pool then has one connection: the transactions of two would
+ * interleave in that one session.
+ *
+ * Nothing here depends on the state of a session, so `DB_URL` may point at a pooler in
+ * transaction mode (PgBouncer, docs/deployment.md): no startup parameters besides
+ * `application_name` (which PgBouncer knows), no named statements, and the server-side time
+ * bounds are set per transaction (src/db/bounded-query.ts).
  *
  * @fastify/postgres adds no `error` listener to the pool: an idle client dropped by the server
  * (restart, `pg_terminate_backend`) would then emit an unhandled `error` and end the process.
@@ -34,12 +39,13 @@ export default fp(async function postgres (fastify) {
     connectionString,
     application_name: 'bookkeeping',
     // A lost database must cost a request at most DATABASE_CALL_BOUND_MS (src/db/time-bounds.ts).
-    // The server cancels a slow statement itself; the client-side timeout, a little later,
-    // covers a network that swallows packets, and its connection is then discarded, not reused.
+    // The server cancels a slow statement itself (BEGIN_BOUNDED); the client-side timeout, a
+    // little later, covers a network that swallows packets, and its connection is then
+    // discarded, not reused.
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-    statement_timeout: STATEMENT_TIMEOUT_MS,
     query_timeout: STATEMENT_TIMEOUT_MS + 100,
-    idle_in_transaction_session_timeout: STATEMENT_TIMEOUT_MS,
+    // The commands of a bounded statement go out in one write (src/db/bounded-query.ts)
+    pipeline: true,
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
     max: isEmbedded(DB_URL) ? 1 : DB_POOL_MAX
@@ -47,12 +53,4 @@ export default fp(async function postgres (fastify) {
   fastify.pg.pool.on('error', (err) => {
     fastify.log.warn({ err }, 'idle database connection lost')
   })
-  if (isEmbedded(DB_URL)) {
-    // The one PGlite session outlives connections: the prepared statements of a connection
-    // the pool replaced (idle, failed) are still there, and preparing them again would fail.
-    // This runs before any query of the new connection, which prepares its own as needed
-    fastify.pg.pool.on('connect', (client) => {
-      client.query('DEALLOCATE ALL').catch(() => {})
-    })
-  }
 }, { name: 'postgres', dependencies: ['env'] })

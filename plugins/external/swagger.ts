@@ -1,16 +1,8 @@
-import { existsSync, readFileSync } from 'node:fs'
-import { dirname, join } from 'node:path'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import fastifySwagger from '@fastify/swagger'
 import fp from 'fastify-plugin'
-
-/** The service's version: from the nearest package.json (this file also runs from dist/). */
-function packageVersion (dir = __dirname): string {
-  const file = join(dir, 'package.json')
-  if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')).version
-  /* c8 ignore next */
-  if (dirname(dir) === dir) throw new Error(`no package.json above ${__dirname}`)
-  return packageVersion(dirname(dir))
-}
+import { PROJECT_ROOT } from '../../src/project-root.js'
 
 /**
  * The OpenAPI 3.1 document of the routes registered after this plugin, built from their schemas
@@ -27,7 +19,7 @@ export default fp(async function swagger (fastify) {
       openapi: '3.1.0',
       info: {
         title: 'bookkeeping',
-        version: packageVersion(),
+        version: (JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { version: string }).version,
         description: 'Book records behind signed tokens. Every response is the envelope ' +
           '`{status, message, data}`; `data` is null on every error.'
       },

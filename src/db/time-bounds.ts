@@ -10,3 +10,12 @@ export const CONNECT_TIMEOUT_MS = 2_000
 export const STATEMENT_TIMEOUT_MS = 3_000
 
 export const DATABASE_CALL_BOUND_MS = CONNECT_TIMEOUT_MS + STATEMENT_TIMEOUT_MS
+
+/**
+ * The server-side bounds, for the transaction it opens: `SET LOCAL` ends with the transaction.
+ * Not startup parameters or session `SET`s: behind a pooler in transaction mode (PgBouncer) a
+ * session is shared by whoever comes next, and PgBouncer refuses startup parameters it does not
+ * know. A transaction left open by a client that went away is ended after the same bound.
+ */
+export const BEGIN_BOUNDED = `BEGIN; SET LOCAL statement_timeout = ${STATEMENT_TIMEOUT_MS}; ` +
+  `SET LOCAL idle_in_transaction_session_timeout = ${STATEMENT_TIMEOUT_MS}`

@@ -10,6 +10,7 @@ import path from 'node:path'
 import pg from 'pg'
 import type { Test } from 'tap'
 import { startEmbedded } from '../../src/db/embedded.js'
+import { startPgbouncer } from '../../src/topology/pgbouncer.js'
 import { waitUntil, withTimeout } from './wait.js'
 
 export const ADMIN_URL = process.env.TEST_DB_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
@@ -23,12 +24,14 @@ function serverAnswers (): boolean {
 }
 
 /**
- * The store the tests run on: `TEST_STORE=postgres` or `pglite`; unset, the PostgreSQL server
- * at TEST_DB_URL when one answers, else PGlite (src/db/embedded.ts), started per test file.
+ * The store the tests run on: `TEST_STORE=postgres` or `pglite`, or `pgbouncer` (the server,
+ * reached through PgBouncer in transaction pooling, src/topology/pgbouncer.ts); unset, the
+ * PostgreSQL server at TEST_DB_URL when one answers, else PGlite (src/db/embedded.ts), started
+ * per test file.
  */
-export const STORE: 'postgres' | 'pglite' = process.env.TEST_STORE === 'pglite' || process.env.TEST_STORE === 'postgres'
-  ? process.env.TEST_STORE
-  : serverAnswers() ? 'postgres' : 'pglite'
+const STORES = ['postgres', 'pglite', 'pgbouncer'] as const
+export const STORE: typeof STORES[number] = STORES.find((store) => store === process.env.TEST_STORE) ??
+  (serverAnswers() ? 'postgres' : 'pglite')
 
 /**
  * For `t.test(name, { skip: NEEDS_SERVER }, ...)`: what only a PostgreSQL server can do (other
@@ -87,6 +90,11 @@ export async function createDatabase (t: Test): Promise<string> {
   const name = `bookkeeping_test_${process.pid}_${randomBytes(4).toString('hex')}`
   await admin((client) => client.query(`CREATE DATABASE ${name}`))
   t.teardown(() => admin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)))
+  if (STORE === 'pgbouncer') {
+    const pgbouncer = await startPgbouncer(ADMIN_URL)
+    t.teardown(() => pgbouncer.stop())
+    return pgbouncer.url(databaseUrl(name))
+  }
   return databaseUrl(name)
 }
 

@@ -1,0 +1,76 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import net from 'node:net'
+import { freePort } from './free-port.js'
+
+/** A server program of a topology (PgBouncer, HAProxy), running on a loopback port of its own. */
+export interface Daemon {
+  port: number
+  child: ChildProcess
+  /** What it printed so far, for the message of a failure. */
+  output: () => string
+  /** Stops it (SIGTERM, then SIGKILL after 5 s) and resolves once it has exited. */
+  stop: () => Promise<void>
+}
+
+const READY_WITHIN_MS = 10_000
+const STOP_WITHIN_MS = 5_000
+const ATTEMPTS = 3
+
+function accepts (port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1')
+    socket.once('connect', () => { socket.destroy(); resolve(true) })
+    socket.once('error', () => resolve(false))
+  })
+}
+
+function exited (child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve()
+  return new Promise((resolve) => child.once('exit', () => resolve()))
+}
+
+async function launchOnce (label: string, port: number, command: string, args: string[]): Promise<Daemon> {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+  let output = ''
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
+  const gone = new Promise<void>((resolve) => child.once('close', () => resolve()))
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return
+    child.kill('SIGTERM')
+    const timer = setTimeout(() => child.kill('SIGKILL'), STOP_WITHIN_MS)
+    await exited(child)
+    clearTimeout(timer)
+  }
+  const started = Date.now()
+  while (!(await accepts(port))) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      await gone
+      throw new Error(`${label} exited at start-up: ${output.trim()}`)
+    }
+    if (Date.now() - started > READY_WITHIN_MS) {
+      await stop()
+      throw new Error(`${label} did not listen on port ${port} within ${READY_WITHIN_MS} ms: ${output.trim()}`)
+    }
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+  return { port, child, output: () => output, stop }
+}
+
+/**
+ * Starts `launch(port)` on a free loopback port and resolves once it accepts connections there.
+ * The port is free when chosen, but another process may take it first: then it tries another.
+ */
+export async function startDaemon (
+  label: string, launch: (port: number) => { command: string, args: string[] }, port?: number
+): Promise<Daemon> {
+  for (let attempt = 1; ; attempt++) {
+    const chosen = port ?? await freePort()
+    const { command, args } = launch(chosen)
+    try {
+      return await launchOnce(label, chosen, command, args)
+    } catch (err) {
+      if (port !== undefined || attempt === ATTEMPTS || !/in use/i.test((err as Error).message)) throw err
+    }
+  }
+}
