@@ -12,7 +12,7 @@ import { build, USERNAME } from '../../helper.js'
 import { createDatabase } from '../../helpers/database.js'
 import { newClient, redisClient, TEST_REDIS_PORT, TEST_REDIS_URL, type Client } from '../../helpers/redis.js'
 import { TcpProxy } from '../../helpers/tcp-proxy.js'
-import { waitUntil, withTimeout } from '../../helpers/wait.js'
+import { sleep, waitUntil, withTimeout } from '../../helpers/wait.js'
 
 t.setTimeout(60_000)
 
@@ -180,10 +180,13 @@ t.test('Redis accepting but never answering at start-up holds the start-up for t
 
 t.test('closing the app closes its connection to Redis', async (t) => {
   const proxy = await TcpProxy.start(t, TEST_REDIS_PORT)
-  const { app } = await sharedApp(t, await createDatabase(t), `redis://127.0.0.1:${proxy.port}`)
+  const { app, count } = await sharedApp(t, await createDatabase(t), `redis://127.0.0.1:${proxy.port}`)
   t.ok(proxy.openSockets > 0, 'connected through the proxy')
   await app.close()
   t.pass(`closed after ${await waitUntil(() => proxy.openSockets === 0, 2000, 'the connection to close')} ms`)
+  // A warning would be written within a tick of the socket's close: ample time for one to show
+  await sleep(100)
+  t.equal(count(LogMessage.Local), 0, 'closing is not logged as Redis going away')
 })
 
 t.test('an invalid REDIS_URL stops the start-up, naming the variable and nothing of its value', async (t) => {
