@@ -10,7 +10,7 @@ import t, { type Test } from 'tap'
 import { LogMessage, REDIS_COMMAND_TIMEOUT_MS, REDIS_CONNECT_TIMEOUT_MS } from '../../../plugins/external/rate-limit.js'
 import { build, USERNAME } from '../../helper.js'
 import { createDatabase } from '../../helpers/database.js'
-import { newClient, redisClient, TEST_REDIS_PORT, TEST_REDIS_URL, type Client } from '../../helpers/redis.js'
+import { NEEDS_REDIS, newClient, redisClient, TEST_REDIS_PORT, TEST_REDIS_URL, type Client } from '../../helpers/redis.js'
 import { TcpProxy } from '../../helpers/tcp-proxy.js'
 import { sleep, waitUntil, withTimeout } from '../../helpers/wait.js'
 
@@ -67,7 +67,7 @@ async function attempts (app: FastifyInstance, client: Client, n: number) {
 const answered = (n: number) => Array<number>(n).fill(401)
 const limited = (n: number) => Array<number>(n).fill(429)
 
-t.test('three instances sharing REDIS_URL allow TOKEN_RATE_LIMIT attempts together, not three times as many', async (t) => {
+t.test('three instances sharing REDIS_URL allow TOKEN_RATE_LIMIT attempts together, not three times as many', { skip: NEEDS_REDIS }, async (t) => {
   const redis = redisClient(t)
   const dbUrl = await createDatabase(t)
   const instances = await Promise.all([1, 2, 3].map(() => sharedApp(t, dbUrl, TEST_REDIS_URL, newClient(t, redis))))
@@ -92,7 +92,7 @@ t.test('three instances sharing REDIS_URL allow TOKEN_RATE_LIMIT attempts togeth
   t.strictSame(instances.map(({ count }) => count(LogMessage.Local)), [0, 0, 0], 'Redis answered every attempt in time')
 })
 
-t.test('Redis going away: still answered, limited per process, one warning; back: counted in Redis again', async (t) => {
+t.test('Redis going away: still answered, limited per process, one warning; back: counted in Redis again', { skip: NEEDS_REDIS }, async (t) => {
   const redis = redisClient(t)
   const proxy = await TcpProxy.start(t, TEST_REDIS_PORT)
   const { app, lines, count } = await sharedApp(t, await createDatabase(t), `redis://127.0.0.1:${proxy.port}`, newClient(t, redis))
@@ -120,7 +120,7 @@ t.test('Redis going away: still answered, limited per process, one warning; back
   t.equal(count(LogMessage.Local), 1, 'still one warning in all')
 })
 
-t.test('Redis stalling: a request waits at most REDIS_COMMAND_TIMEOUT_MS, then counts per process', async (t) => {
+t.test('Redis stalling: a request waits at most REDIS_COMMAND_TIMEOUT_MS, then counts per process', { skip: NEEDS_REDIS }, async (t) => {
   const redis = redisClient(t)
   const proxy = await TcpProxy.start(t, TEST_REDIS_PORT)
   const { app, count } = await sharedApp(t, await createDatabase(t), `redis://127.0.0.1:${proxy.port}`, newClient(t, redis))
@@ -139,7 +139,7 @@ t.test('Redis stalling: a request waits at most REDIS_COMMAND_TIMEOUT_MS, then c
   t.equal((await client.counted())?.count, 2, 'counted there')
 })
 
-t.test('Redis unreachable at start-up: the service starts, limits per process with a warning, shares once Redis answers', async (t) => {
+t.test('Redis unreachable at start-up: the service starts, limits per process with a warning, shares once Redis answers', { skip: NEEDS_REDIS }, async (t) => {
   const redis = redisClient(t)
   const proxy = await TcpProxy.start(t, TEST_REDIS_PORT)
   await proxy.cut()
@@ -178,7 +178,7 @@ t.test('Redis accepting but never answering at start-up holds the start-up for t
   t.ok(extra <= REDIS_CONNECT_TIMEOUT_MS + REDIS_COMMAND_TIMEOUT_MS + SLACK, `the start-up took ${extra} ms longer`)
 })
 
-t.test('closing the app closes its connection to Redis', async (t) => {
+t.test('closing the app closes its connection to Redis', { skip: NEEDS_REDIS }, async (t) => {
   const proxy = await TcpProxy.start(t, TEST_REDIS_PORT)
   const { app, count } = await sharedApp(t, await createDatabase(t), `redis://127.0.0.1:${proxy.port}`)
   t.ok(proxy.openSockets > 0, 'connected through the proxy')
