@@ -34,6 +34,14 @@ const LocalStore: LocalStoreConstructor = require('@fastify/rate-limit/store/Loc
 const RedisStore: RedisStoreConstructor = require('@fastify/rate-limit/store/RedisStore.js')
 
 /**
+ * What the log may say of a Redis error: its message and code. ioredis errors also carry the
+ * command, whose arguments are the password when authentication failed.
+ */
+function cause (err: Error) {
+  return { type: err.name, message: err.message, code: (err as NodeJS.ErrnoException).code }
+}
+
+/**
  * Whether the counts are in Redis, and the log lines when that changes: one line per change, not
  * one per request.
  */
@@ -45,16 +53,21 @@ class SharedCounting {
     // Without a listener ioredis prints every failed reconnection attempt to stderr
     redis.on('error', (err) => {
       this.#lastError = err
-      log.debug({ err }, 'Redis connection error')
+      log.debug({ err: cause(err) }, 'Redis connection error')
     })
     redis.on('close', () => this.lost(this.#lastError ?? new Error('the connection to Redis closed')))
     redis.on('ready', () => this.answered())
   }
 
+  /** Redis did not answer: logged when the counts were in Redis until now. */
   lost (err: Error) {
     if (!this.shared) return
     this.shared = false
-    this.log.warn({ err }, LogMessage.Local)
+    this.warn(err)
+  }
+
+  warn (err: Error) {
+    this.log.warn({ err: cause(err) }, LogMessage.Local)
   }
 
   answered () {
@@ -147,7 +160,7 @@ export default fp(async function rateLimit (fastify) {
       // The bound covers a connection established but never answered
       await once(redis, 'ready', { signal: AbortSignal.timeout(REDIS_CONNECT_TIMEOUT_MS + REDIS_COMMAND_TIMEOUT_MS) })
     } catch (err) {
-      fastify.log.warn({ err }, LogMessage.Local)
+      counting.warn(err as Error)
     }
     store = class extends SharedOrLocalStore {
       constructor ({ continueExceeding, exponentialBackoff, cache }: StoreOptions) {

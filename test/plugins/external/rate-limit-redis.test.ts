@@ -161,6 +161,20 @@ t.test('Redis unreachable at start-up: the service starts, limits per process wi
   t.equal((await client.counted())?.count, 1, 'counted there')
 })
 
+t.test('Redis refusing the credentials: per process, a warning with its answer and without the password', { skip: NEEDS_REDIS }, async (t) => {
+  const secret = 'redis-password-that-must-stay-private'
+  const url = new URL(TEST_REDIS_URL)
+  url.username = 'nobody-of-this-redis'
+  url.password = secret
+  const { app, lines, count } = await sharedApp(t, await createDatabase(t), url.toString())
+  const warnings = lines.filter((line) => line.msg === LogMessage.Local)
+  t.equal(warnings.length, 1, 'one warning')
+  t.match(warnings[0], { err: { message: /WRONGPASS/ } }, 'with what Redis answered')
+  t.notMatch(JSON.stringify(lines), secret, 'no line carries the password')
+  t.equal(count(LogMessage.Shared), 0, 'not shared')
+  t.strictSame((await attempts(app, newClient(t, redisClient(t)), LIMIT + 1)).statuses, [...answered(LIMIT), 429], 'limited per process')
+})
+
 t.test('Redis accepting but never answering at start-up holds the start-up for the connection bounds at most', async (t) => {
   const dbUrl = await createDatabase(t)
   // The first build migrates the database; the second, without Redis, is what a start-up costs
