@@ -7,7 +7,7 @@ import t from 'tap'
 import { LogMessage } from '../../plugins/external/rate-limit.js'
 import { SECRET, testEnv, USERNAME } from '../helper.js'
 import { createDatabase } from '../helpers/database.js'
-import { NEEDS_REDIS, newClient, redisClient, TEST_REDIS_URL } from '../helpers/redis.js'
+import { NEEDS_REDIS, newClient, redisClient, TEST_REDIS_URL, type Client } from '../helpers/redis.js'
 import { spawnService, startService } from '../helpers/service.js'
 
 t.setTimeout(60_000)
@@ -22,20 +22,24 @@ t.test('three instances on one REDIS_URL allow TOKEN_RATE_LIMIT attempts togethe
   const env = { ...testEnv(dbUrl), REDIS_URL: TEST_REDIS_URL, TOKEN_RATE_LIMIT: String(LIMIT), FASTIFY_TRUST_PROXY_ENABLED: 'true' }
   const services = await Promise.all([1, 2, 3].map(() => startService(t, env)))
   await Promise.all(services.map((service) => service.waitFor(() => service.stdout.includes(LogMessage.Shared), 10_000, 'Redis to answer')))
-  const client = newClient(t, redis)
-
-  const attempt = async (url: string) => (await fetch(`${url}/token`, {
+  const attempt = async (url: string, client: Client) => (await fetch(`${url}/token`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-forwarded-for': client.address },
     body: JSON.stringify({ username: USERNAME, password: 'wrong' }),
     signal: AbortSignal.timeout(10_000)
   })).status
+  // A first request compiles what it uses: on a busy machine that can hold a process past the
+  // time it waits for Redis, and its attempt would be counted in the process
+  for (const service of services) await attempt(service.url, newClient(t, redis))
+
+  const client = newClient(t, redis)
   const statuses: number[] = []
   for (let round = 0; round < 3; round++) {
-    for (const service of services) statuses.push(await attempt(service.url))
+    for (const service of services) statuses.push(await attempt(service.url, client))
   }
   t.strictSame(statuses, [401, 401, 401, 401, 401, 429, 429, 429, 429], `${LIMIT} answered of 9 over three instances`)
   t.equal((await client.counted())?.count, 9, 'every attempt counted in Redis')
+  t.notOk(services.some((service) => service.stdout.includes(LogMessage.Local)), 'Redis answered every attempt in time')
 
   const exits = await Promise.all(services.map((service) => {
     service.child.kill('SIGTERM')
