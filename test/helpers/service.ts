@@ -3,6 +3,7 @@
  * `npm run build` must have run, for the tests under test/process/.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
+import { request as httpRequest } from 'node:http'
 import { connect, createServer } from 'node:net'
 import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -182,25 +183,43 @@ export class Service {
     return this.exit!
   }
 
-  /** An HTTP request over a real socket; the body is parsed as JSON. */
+  /**
+   * An HTTP request over a real socket; the body is parsed as JSON. Each on a connection of its
+   * own, closed after the answer (`Connection: close`), so no idle keep-alive connection of the
+   * test holds a shutdown back.
+   */
   async request (method: string, path: string, options: { token?: string, body?: unknown, ms?: number } = {}) {
     const headers: Record<string, string> = {}
     if (options.token !== undefined) headers.authorization = options.token
     if (options.body !== undefined) headers['content-type'] = 'application/json'
-    const response = await fetch(`${this.url}${path}`, {
-      method,
-      headers,
-      body: options.body === undefined ? undefined : JSON.stringify(options.body),
-      signal: AbortSignal.timeout(options.ms ?? 10_000)
+    const label = `${method} ${path}`
+    const ms = options.ms ?? 10_000
+    const response = await new Promise<{ status: number, headers: Headers, text: string }>((resolve, reject) => {
+      const req = httpRequest(`${this.url}${path}`, { method, headers, agent: false }, (res) => {
+        let text = ''
+        res.setEncoding('utf8')
+        res.on('data', (chunk: string) => { text += chunk })
+        res.on('error', reject)
+        res.on('end', () => {
+          const received = new Headers()
+          for (const [name, value] of Object.entries(res.headers)) {
+            for (const one of [value ?? []].flat()) received.append(name, one)
+          }
+          resolve({ status: res.statusCode ?? 0, headers: received, text })
+        })
+      })
+      req.on('error', reject)
+      const timer = setTimeout(() => req.destroy(new Error(`${label}: no whole answer within ${ms} ms`)), ms)
+      req.on('close', () => clearTimeout(timer))
+      req.end(options.body === undefined ? undefined : JSON.stringify(options.body))
     })
-    const text = await response.text()
     let body: unknown
     try {
-      body = JSON.parse(text)
+      body = JSON.parse(response.text)
     } catch {
-      throw new Error(`${method} ${path}: ${response.status} with a body that is not JSON: ${text}`)
+      throw new Error(`${label}: ${response.status} with a body that is not JSON: ${response.text}`)
     }
-    return { status: response.status, headers: response.headers, text, body }
+    return { ...response, body }
   }
 
   async token (): Promise<string> {
