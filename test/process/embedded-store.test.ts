@@ -1,13 +1,14 @@
 /**
  * The embedded store as users start it: `DB_URL=pglite:...` with `npm start`'s own command, and
- * `npm run dev` with nothing configured. Real processes; needs no PostgreSQL server.
+ * `npm run dev` with nothing configured, stopped with Ctrl-C. Real processes; needs no
+ * PostgreSQL server.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { PASSWORD, SECRET, USERNAME } from '../helper.js'
-import { DEV_COMMAND, type Service, spawnService } from '../helpers/service.js'
+import { DEV_COMMAND, ROOT, type Service, spawnService } from '../helpers/service.js'
 import { sleep } from '../helpers/wait.js'
 
 // Creating a PGlite cluster takes seconds; these tests start several
@@ -78,11 +79,37 @@ t.test('pglite:memory works and keeps nothing', async (t) => {
   await stop(t, second)
 })
 
-t.test('npm run dev: development values for what is unset, printed as such, kept across restarts', async (t) => {
+/**
+ * A copy of the tree to run the whole `npm run dev` in, build included: a build here would
+ * rewrite dist/ under the feet of the other test files. The dependencies are this tree's own.
+ */
+function treeCopy (t: Test): string {
+  const copy = temporaryDirectory(t)
+  for (const entry of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'plugins', 'routes']) {
+    cpSync(join(ROOT, entry), join(copy, entry), { recursive: true })
+  }
+  symlinkSync(join(ROOT, 'node_modules'), join(copy, 'node_modules'))
+  return copy
+}
+
+/** The state PostgreSQL's control file records: 1 after a clean shutdown, 6 while running or after a crash. */
+const DB_SHUTDOWNED = 1
+function clusterState (dataDir: string): number {
+  // ControlFileData: system_identifier (8 bytes), pg_control_version, catalog_version_no (4 each), state
+  return readFileSync(join(dataDir, 'global', 'pg_control')).readInt32LE(16)
+}
+
+function logged (service: Service, message: string): number {
+  return service.stdout.split('\n').filter((line) => line.startsWith('{'))
+    .filter((line) => (JSON.parse(line) as { msg: string }).msg.startsWith(message)).length
+}
+
+t.test('npm run dev: development values for what is unset, printed as such, kept across a Ctrl-C and a restart', async (t) => {
   const dataDir = temporaryDirectory(t)
   // No DB_URL, no secret, no credentials: only where to keep the data
   const env = { DEV_DATA_DIR: dataDir }
-  const first = await started(t, env, DEV_COMMAND)
+  // The whole script, as a terminal runs it
+  const first = await started(t, env, `cd ${treeCopy(t)} && exec npm run dev --silent`)
   t.match(first.stderr, /DEVELOPMENT SETUP, NOT FOR PRODUCTION/, 'the banner says what these values are')
   t.match(first.stderr, `DB_URL=pglite:${join(dataDir, 'pglite')}`)
   const password = /AUTH_PASSWORD=(\S+)/.exec(first.stderr)?.[1]
@@ -96,14 +123,25 @@ t.test('npm run dev: development values for what is unset, printed as such, kept
   const issued = await first.request('POST', '/token', { body: { username: 'dev', password } })
   t.equal(issued.status, 200, 'the printed credentials get a token')
   const token = (issued.body as { data: { token: string } }).data.token
-  t.equal((await first.request('POST', '/book', { token, body: BOOK })).status, 201)
-  await stop(t, first)
+  for (const id of [1, 2]) {
+    t.match((await first.request('POST', '/book', { token, body: BOOK })).body, { data: { id } }, `book ${id} created`)
+  }
+
+  // Ctrl-C: SIGINT to the whole process group, npm included, which forwards it once more
+  process.kill(-first.child.pid!, 'SIGINT')
+  t.strictSame(await first.waitForExit(), { code: 0, signal: null }, 'Ctrl-C: npm run dev exits 0')
+  t.ok(first.processGroupGone, 'no process of it is left')
+  t.equal(logged(first, 'server closing'), 1, 'the server closed once')
+  t.notMatch(first.stderr, /second SIGINT/, 'the forwarded SIGINT was not taken for a second Ctrl-C')
+  t.equal(clusterState(join(dataDir, 'pglite')), DB_SHUTDOWNED, 'the embedded database was shut down cleanly: no recovery on the next start')
 
   const second = await started(t, env, DEV_COMMAND)
   t.match(second.stderr, `AUTH_PASSWORD=${password}`, 'the same password after a restart')
   const listed = await second.request('GET', '/books', { token })
-  t.strictSame(listed.body, { status: 200, message: 'Books retrieved successfully', data: [{ id: 1, ...BOOK }] },
-    'the token from before the restart still works, and the book is there')
+  t.strictSame(listed.body, { status: 200, message: 'Books retrieved successfully', data: [{ id: 1, ...BOOK }, { id: 2, ...BOOK }] },
+    'the token from before the restart still works, and the books are there')
+  t.match((await second.request('POST', '/book', { token, body: BOOK })).body, { data: { id: 3 } },
+    'the next id follows the last (a crash recovery would have skipped the 32 ids PostgreSQL logs ahead)')
   await stop(t, second)
 })
 
