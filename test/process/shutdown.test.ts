@@ -16,8 +16,6 @@ import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 t.setTimeout(120_000)
 
 const RUNS = 20
-// Two services side by side: the 20 runs in about half the time, the machine still busy
-t.jobs = 2
 
 interface Outcome {
   at: number
@@ -51,6 +49,8 @@ function send (service: Service, agent: Agent, method: string, path: string, tok
 
 t.test(`SIGTERM under load, ${RUNS} times: accepted requests complete, none is reset, then exit 0`, async (t) => {
   const dbUrl = await createDatabase(t)
+  // Two services side by side: the runs in about half the time, the machine still busy
+  t.jobs = 2
   for (let run = 1; run <= RUNS; run++) {
     t.test(`run ${run}`, async (t) => {
       const service = await startService(t, { ...testEnv(dbUrl), LOG_LEVEL: 'info' })
