@@ -5,7 +5,8 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { request as httpRequest } from 'node:http'
 import { connect, createServer } from 'node:net'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import type { Test } from 'tap'
 import { PASSWORD, USERNAME } from '../helper.js'
@@ -39,6 +40,13 @@ export async function closedPort (): Promise<number> {
   await new Promise((resolve) => server.close(resolve))
   if (address === null || typeof address === 'string') throw new Error('no port')
   return address.port
+}
+
+/** A directory of its own for a service's data, removed when the test ends. */
+export function temporaryDirectory (t: Test): string {
+  const dir = mkdtempSync(join(tmpdir(), 'bookkeeping-test-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
 }
 
 /**

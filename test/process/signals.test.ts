@@ -11,13 +11,10 @@
  * dist/ under the feet of the other test files. test/process/embedded-store.test.ts runs the
  * whole `npm run dev`, build included, once, in a copy of the tree.
  */
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { testEnv } from '../helper.js'
 import { createDatabase } from '../helpers/database.js'
-import { DEV_COMMAND, spawnService } from '../helpers/service.js'
+import { DEV_COMMAND, spawnService, temporaryDirectory } from '../helpers/service.js'
 import { waitUntil } from '../helpers/wait.js'
 
 // Eight services, each started by npm
@@ -36,12 +33,6 @@ const CASES = [
 // Short, but long enough that a duplicate signal (npm's, some milliseconds later) taken for a
 // second request would visibly cut it short
 const DELAY_MS = 500
-
-function temporaryDirectory (t: Test): string {
-  const dir = mkdtempSync(join(tmpdir(), 'bookkeeping-signals-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  return dir
-}
 
 t.test('signals stop the service once, gracefully, exit 0, nothing left', async (t) => {
   const dbUrl = await createDatabase(t)
