@@ -35,14 +35,13 @@ const CASES = [
 const DELAY_MS = 500
 
 t.test('signals stop the service once, gracefully, exit 0, nothing left', async (t) => {
-  const dbUrl = await createDatabase(t)
-  // Each case has its own processes: a few side by side
+  // Each case has its own processes and database: a few side by side
   t.jobs = 4
   for (const [name, command] of Object.entries(COMMANDS)) {
     for (const [signal, target] of CASES) {
       t.test(`${name}: ${signal} to the ${target}`, async (t) => {
         // Everything configured: npm run dev chooses nothing, and writes nothing but here
-        const env = { ...testEnv(dbUrl), SHUTDOWN_DELAY_MS: String(DELAY_MS), DEV_DATA_DIR: temporaryDirectory(t) }
+        const env = { ...testEnv(await createDatabase(t)), SHUTDOWN_DELAY_MS: String(DELAY_MS), DEV_DATA_DIR: temporaryDirectory(t) }
         const service = await spawnService(t, env, command)
         await service.listening()
         const npm = service.child.pid!
