@@ -54,7 +54,8 @@ function freePort () {
  * node_modules/.bin on PATH; `env` is added to the environment.
  */
 function serviceCommand (env) {
-  const { start } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts
+  // The script execs its command itself; the `exec` below does that here
+  const start = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts.start.replace(/^exec /, '')
   // BENCH_WORKERS > 1: the same command line, run by that many node:cluster workers
   const workers = Number(process.env.BENCH_WORKERS || 1)
   const command = workers > 1

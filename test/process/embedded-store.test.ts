@@ -1,13 +1,13 @@
 /**
- * The embedded store as users start it: `DB_URL=pglite:...` with `npm start`'s own command, and
- * `npm run dev` with nothing configured. Real processes; needs no PostgreSQL server.
+ * The embedded store as users start it: `DB_URL=pglite:...` with `npm start`'s own command
+ * (`npm run dev`, which uses it by default: test/process/dev.test.ts). Real processes; needs no
+ * PostgreSQL server.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { PASSWORD, SECRET, USERNAME } from '../helper.js'
-import { type Service, spawnService } from '../helpers/service.js'
+import { type Service, spawnService, temporaryDirectory } from '../helpers/service.js'
 import { sleep } from '../helpers/wait.js'
 
 // Creating a PGlite cluster takes seconds; these tests start several
@@ -16,14 +16,8 @@ t.setTimeout(120_000)
 const BOOK = { title: 'Kindred', author: 'Octavia E. Butler', year: 1979 }
 const CREDENTIALS = { SECRET_TOKEN: SECRET, AUTH_USERNAME: USERNAME, AUTH_PASSWORD: PASSWORD }
 
-function temporaryDirectory (t: Test): string {
-  const dir = mkdtempSync(join(tmpdir(), 'bookkeeping-embedded-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  return dir
-}
-
-async function started (t: Test, env: Record<string, string>, command?: string): Promise<Service> {
-  const service = await spawnService(t, env, command)
+async function started (t: Test, env: Record<string, string>): Promise<Service> {
+  const service = await spawnService(t, env)
   await service.listening(60_000)
   return service
 }
@@ -76,43 +70,6 @@ t.test('pglite:memory works and keeps nothing', async (t) => {
   const listed = await second.request('GET', '/books', { token: await second.token() })
   t.strictSame(listed.body, { status: 200, message: 'Books retrieved successfully', data: [] })
   await stop(t, second)
-})
-
-t.test('npm run dev: development values for what is unset, printed as such, kept across restarts', async (t) => {
-  const dataDir = temporaryDirectory(t)
-  // No DB_URL, no secret, no credentials: only where to keep the data
-  const env = { DEV_DATA_DIR: dataDir }
-  const first = await started(t, env, 'node dist/src/dev.js')
-  t.match(first.stderr, /DEVELOPMENT SETUP, NOT FOR PRODUCTION/, 'the banner says what these values are')
-  t.match(first.stderr, `DB_URL=pglite:${join(dataDir, 'pglite')}`)
-  const password = /AUTH_PASSWORD=(\S+)/.exec(first.stderr)?.[1]
-  t.ok(password, 'the generated password is printed')
-  t.match(first.stderr, /AUTH_USERNAME=dev\b/)
-  const stored = JSON.parse(readFileSync(join(dataDir, 'dev-credentials.json'), 'utf8'))
-  t.equal(stored.AUTH_PASSWORD, password, 'and kept in dev-credentials.json')
-  t.notOk(first.stderr.includes(stored.SECRET_TOKEN), 'the secret itself is not printed')
-  t.ok(stored.SECRET_TOKEN.length >= 32, 'the generated secret is long enough for HS256')
-
-  const issued = await first.request('POST', '/token', { body: { username: 'dev', password } })
-  t.equal(issued.status, 200, 'the printed credentials get a token')
-  const token = (issued.body as { data: { token: string } }).data.token
-  t.equal((await first.request('POST', '/book', { token, body: BOOK })).status, 201)
-  await stop(t, first)
-
-  const second = await started(t, env, 'node dist/src/dev.js')
-  t.match(second.stderr, `AUTH_PASSWORD=${password}`, 'the same password after a restart')
-  const listed = await second.request('GET', '/books', { token })
-  t.strictSame(listed.body, { status: 200, message: 'Books retrieved successfully', data: [{ id: 1, ...BOOK }] },
-    'the token from before the restart still works, and the book is there')
-  await stop(t, second)
-})
-
-t.test('npm run dev leaves alone what is set', async (t) => {
-  const dataDir = temporaryDirectory(t)
-  const service = await started(t, { DEV_DATA_DIR: dataDir, ...CREDENTIALS, DB_URL: 'pglite:memory' }, 'node dist/src/dev.js')
-  t.notMatch(service.stderr, /DEVELOPMENT SETUP/, 'nothing chosen, nothing printed')
-  t.equal((await service.request('POST', '/token', { body: { username: USERNAME, password: PASSWORD } })).status, 200)
-  await stop(t, service)
 })
 
 t.test('a pglite: directory that cannot be created stops the start-up with one line', async (t) => {
