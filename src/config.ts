@@ -24,6 +24,10 @@ export const ConfigSchema = Type.Object({
   HOST: Type.String({ minLength: 1, default: DEFAULT_HOST }),
   LOG_LEVEL: Type.Union(LOG_LEVELS.map((level) => Type.Literal(level)), { default: DEFAULT_LOG_LEVEL }),
   DB_POOL_MAX: Type.Integer({ minimum: 1, maximum: 100, default: 10 }),
+  // After SIGTERM or SIGINT: how long readiness answers 503 while everything else is still served,
+  // so a load balancer takes the instance out before it stops accepting (plugins/app/shutdown.ts).
+  // At most 10 minutes: a larger value is a unit mistake
+  SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 0 }),
   // Attempts at POST /token per client address and minute
   TOKEN_RATE_LIMIT: Type.Integer({ minimum: 1, default: 30 }),
   // Browser origins allowed to call the service (CORS), comma-separated `http(s)://host[:port]`

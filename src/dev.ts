@@ -1,12 +1,13 @@
 /**
  * `npm run dev`: the service on this machine with nothing set up. Every variable that is not
- * set gets a development value: the embedded database with its data in ./data/pglite, and a
- * signing secret and credentials generated once and kept in ./data/dev-credentials.json (so
- * tokens and the password survive a restart). DEV_DATA_DIR puts ./data elsewhere. It prints what
- * it chose, then runs package.json's own `start` command with it. `npm start` itself still
+ * set (in the environment or in a `.env` file) gets a development value: the embedded database
+ * with its data in ./data/pglite, and a signing secret and credentials generated once and kept
+ * in ./data/dev-credentials.json (so tokens and the password survive a restart). DEV_DATA_DIR
+ * puts ./data elsewhere. It prints what it chose, then starts the server in this very process,
+ * with package.json's own `start` arguments: no wrapper process stands between a signal and the
+ * server, so a terminal's Ctrl-C reaches it as it reaches `npm start`. `npm start` itself still
  * requires every variable.
  */
-import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
@@ -37,7 +38,12 @@ function developmentCredentials (): Credentials {
   }
 }
 
-const env = { ...process.env }
+// Where `npm start` runs, for the relative paths of its arguments and the `.env` file, which
+// fastify-cli loads as soon as it is required
+process.chdir(ROOT)
+const { start } = require('fastify-cli/start.js') as { start: (args: string[]) => Promise<unknown> }
+
+const env = process.env
 const chosen: string[] = []
 if (!env.DB_URL) {
   env.DB_URL = `pglite:${path.join(DATA_DIR, 'pglite')}`
@@ -64,14 +70,9 @@ if (chosen.length > 0) {
   ].join('\n') + '\n')
 }
 
-// The start command exactly as `npm start` runs it (fastify-cli from node_modules/.bin)
+// `npm start`'s arguments: package.json's `exec fastify start <arguments>`
 const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }
-const child = spawn('sh', ['-c', `exec ${pkg.scripts.start}`], {
-  cwd: ROOT,
-  stdio: 'inherit',
-  env: { ...env, PATH: `${path.join(ROOT, 'node_modules', '.bin')}${path.delimiter}${env.PATH ?? ''}` }
-})
-for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => child.kill(signal))
-child.on('exit', (code, signal) => {
-  process.exitCode = code ?? (signal === null ? 1 : 0)
-})
+const startArguments = /^exec fastify start (.+)$/.exec(pkg.scripts.start)?.[1]
+if (startArguments === undefined) throw new Error(`package.json's start script is not "exec fastify start ...": ${pkg.scripts.start}`)
+// A failed start-up is reported by the preloaded src/start-failure.ts, as under `npm start`
+start(startArguments.split(' '))

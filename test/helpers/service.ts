@@ -1,6 +1,6 @@
 /**
- * The service as a real process, started exactly as `npm start` starts it (so `npm run build`
- * must have run), for the tests under test/process/.
+ * The service as a real process, started exactly as `npm start` (or `npm run dev`) starts it, so
+ * `npm run build` must have run, for the tests under test/process/.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { connect, createServer } from 'node:net'
@@ -65,13 +65,18 @@ export interface Exit {
   signal: NodeJS.Signals | null
 }
 
-/** One `fastify start` process, as `npm start` runs it, with what it printed so far. */
+/**
+ * One service process as `npm start` runs it, with what it printed so far. `child` is the process
+ * the test spawned, the leader of a process group of its own: the server itself, or npm when the
+ * test started it through npm.
+ */
 export class Service {
   stdout = ''
   stderr = ''
   exit: Exit | null = null
   readonly exited: Promise<Exit>
   #port: number | null = null
+  #serverPid: number | null = null
   #waiters = new Set<() => void>()
 
   constructor (readonly child: ChildProcess) {
@@ -97,6 +102,12 @@ export class Service {
   get port (): number {
     if (this.#port === null) throw new Error('the service has not said where it listens yet')
     return this.#port
+  }
+
+  /** The pid of the server process (it logs it), `child` itself unless npm started it. */
+  get serverPid (): number {
+    if (this.#serverPid === null) throw new Error('the service has not said where it listens yet')
+    return this.#serverPid
   }
 
   get url (): string {
@@ -152,9 +163,12 @@ export class Service {
   /** Resolves when the server logs where it listens; rejects if the process exits first. */
   async listening (ms = START_TIMEOUT): Promise<void> {
     await this.waitFor(() => {
-      const listening = /"Server listening at http:\/\/127\.0\.0\.1:(\d+)"/.exec(this.stdout)
-      if (listening !== null) {
-        this.#port = Number(listening[1])
+      // Whole lines only: the last one may still be arriving
+      const line = this.stdout.split('\n').slice(0, -1).find((line) => line.includes('"Server listening at http://127.0.0.1:'))
+      if (line !== undefined) {
+        const { pid, msg } = JSON.parse(line) as { pid: number, msg: string }
+        this.#serverPid = pid
+        this.#port = Number(/:(\d+)$/.exec(msg)?.[1])
         return true
       }
       if (this.exit !== null) throw new Error(`service exited before listening: ${JSON.stringify(this.exit)}\n${this.output}`)
@@ -196,18 +210,25 @@ export class Service {
   }
 }
 
+const SCRIPTS: { start: string, dev: string } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts
+
 /** `npm start`'s own command line (its `prestart` build is `npm test`'s `pretest`). */
-const START_COMMAND: string = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.start
+const START_COMMAND = SCRIPTS.start
+
+/** `npm run dev`'s own command line after its build (which `npm test`'s `pretest` has done). */
+export const DEV_COMMAND = SCRIPTS.dev.replace(/^npm run build && /, '')
+if (DEV_COMMAND === SCRIPTS.dev) throw new Error(`npm run dev does not start with its build: ${SCRIPTS.dev}`)
 
 /**
- * Starts the service exactly as `npm start` does (or with another `command`), with `env` (plus
+ * Starts the service exactly as `npm start` does: its command line run by `sh -c`, as npm runs
+ * a script (or another `command`, such as `DEV_COMMAND` or `exec npm start`), with `env` (plus
  * PATH and HOME) as its whole environment, listening on a port the system picks (`PORT=0`; see
- * `listening()`). `exec` makes the service the spawned process itself, so signals reach it
- * directly; it leads a process group of its own. Whatever of the group still runs when the test
- * ends is killed.
+ * `listening()`). The script's `exec` makes the service the spawned process itself, so signals
+ * reach it directly; it leads a process group of its own. Whatever of the group still runs when
+ * the test ends is killed.
  */
 export async function spawnService (t: Test, env: Record<string, string>, command = START_COMMAND): Promise<Service> {
-  const child = spawn('/bin/sh', ['-c', `exec ${command}`], {
+  const child = spawn('/bin/sh', ['-c', command], {
     cwd: ROOT,
     env: {
       PATH: `${join(ROOT, 'node_modules/.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,

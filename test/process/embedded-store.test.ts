@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { PASSWORD, SECRET, USERNAME } from '../helper.js'
-import { type Service, spawnService } from '../helpers/service.js'
+import { DEV_COMMAND, type Service, spawnService } from '../helpers/service.js'
 import { sleep } from '../helpers/wait.js'
 
 // Creating a PGlite cluster takes seconds; these tests start several
@@ -82,7 +82,7 @@ t.test('npm run dev: development values for what is unset, printed as such, kept
   const dataDir = temporaryDirectory(t)
   // No DB_URL, no secret, no credentials: only where to keep the data
   const env = { DEV_DATA_DIR: dataDir }
-  const first = await started(t, env, 'node dist/src/dev.js')
+  const first = await started(t, env, DEV_COMMAND)
   t.match(first.stderr, /DEVELOPMENT SETUP, NOT FOR PRODUCTION/, 'the banner says what these values are')
   t.match(first.stderr, `DB_URL=pglite:${join(dataDir, 'pglite')}`)
   const password = /AUTH_PASSWORD=(\S+)/.exec(first.stderr)?.[1]
@@ -99,7 +99,7 @@ t.test('npm run dev: development values for what is unset, printed as such, kept
   t.equal((await first.request('POST', '/book', { token, body: BOOK })).status, 201)
   await stop(t, first)
 
-  const second = await started(t, env, 'node dist/src/dev.js')
+  const second = await started(t, env, DEV_COMMAND)
   t.match(second.stderr, `AUTH_PASSWORD=${password}`, 'the same password after a restart')
   const listed = await second.request('GET', '/books', { token })
   t.strictSame(listed.body, { status: 200, message: 'Books retrieved successfully', data: [{ id: 1, ...BOOK }] },
@@ -109,7 +109,7 @@ t.test('npm run dev: development values for what is unset, printed as such, kept
 
 t.test('npm run dev leaves alone what is set', async (t) => {
   const dataDir = temporaryDirectory(t)
-  const service = await started(t, { DEV_DATA_DIR: dataDir, ...CREDENTIALS, DB_URL: 'pglite:memory' }, 'node dist/src/dev.js')
+  const service = await started(t, { DEV_DATA_DIR: dataDir, ...CREDENTIALS, DB_URL: 'pglite:memory' }, DEV_COMMAND)
   t.notMatch(service.stderr, /DEVELOPMENT SETUP/, 'nothing chosen, nothing printed')
   t.equal((await service.request('POST', '/token', { body: { username: USERNAME, password: PASSWORD } })).status, 200)
   await stop(t, service)
