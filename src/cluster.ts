@@ -29,6 +29,7 @@ const EXIT_WITHIN_MS = 15_000
 /** How long HAProxy may take to send to an instance again once it is ready: 1.25 s and slack. */
 const BACK_IN_ROTATION_WITHIN_MS = 10_000
 
+/** `npm start`'s own command line, run by `sh -c` as npm runs it (its `exec` makes the server the spawned process). */
 const START_COMMAND: string = JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')).scripts.start
 
 export interface Exit {
@@ -100,11 +101,11 @@ export class Instance {
   /** Starts it (`npm start`'s command) and resolves once its readiness check answers 200. */
   async start (): Promise<void> {
     this.#output = ''
-    const child = spawn('/bin/sh', ['-c', `exec ${START_COMMAND}`], {
+    const child = spawn('/bin/sh', ['-c', START_COMMAND], {
       cwd: PROJECT_ROOT,
       env: {
         ...this.env,
-        PATH: `${path.join(PROJECT_ROOT, 'node_modules', '.bin')}${path.delimiter}${this.env.PATH ?? '/usr/bin:/bin'}`,
+        PATH: `${path.join(PROJECT_ROOT, 'node_modules', '.bin')}${path.delimiter}${this.env.PATH ?? process.env.PATH ?? '/usr/bin:/bin'}`,
         HOST: '127.0.0.1',
         PORT: String(this.port)
       },
