@@ -182,8 +182,8 @@ export interface ClusterOptions {
 /** What happened during one instance's restart, in milliseconds from its SIGTERM. */
 export interface Restart {
   exit: Exit
-  /** When HAProxy took it out of rotation. */
-  markedDownAfter: number
+  /** When HAProxy took it out of rotation; null if the new process was ready before that. */
+  markedDownAfter: number | null
   /** When the old process exited. */
   exitedAfter: number
   /** When HAProxy sent it requests again. */
@@ -274,13 +274,26 @@ export async function startCluster (options: ClusterOptions): Promise<Cluster> {
       const instance = instances[index]!
       const signalled = performance.now()
       const since = () => Math.round(performance.now() - signalled)
-      // Both are awaited below; each records when it happened
-      const markedDown = haproxy.waitFor(index, 'DOWN', shutdownDelayMs + EXIT_WITHIN_MS).then(since)
-      const exit = await instance.stop(shutdownDelayMs)
-      const exitedAfter = since()
-      await instance.start()
-      await haproxy.waitFor(index, 'UP', BACK_IN_ROTATION_WITHIN_MS)
-      return { exit, markedDownAfter: await markedDown, exitedAfter, backAfter: since() }
+      // When HAProxy takes it out, watched while it stops and starts again: a process that is
+      // back before the checks failed twice was never out
+      const watch: { until: 'out' | 'restarted', out: number | null } = { until: 'out', out: null }
+      const watching = (async () => {
+        while (watch.until === 'out') {
+          if ((await haproxy.states())[instance.name] === 'DOWN') watch.out = since()
+          if (watch.out !== null) return
+          await sleep(25)
+        }
+      })()
+      try {
+        const exit = await instance.stop(shutdownDelayMs)
+        const exitedAfter = since()
+        await instance.start()
+        await haproxy.waitFor(index, 'UP', BACK_IN_ROTATION_WITHIN_MS)
+        return { exit, markedDownAfter: watch.out, exitedAfter, backAfter: since() }
+      } finally {
+        watch.until = 'restarted'
+        await watching
+      }
     },
     stop () {
       stopping ??= (async () => {

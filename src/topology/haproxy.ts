@@ -37,9 +37,9 @@ export interface CheckTimings {
 }
 
 function milliseconds (value: string): number {
-  const match = /^(\d+)(us|ms|s|m)?$/.exec(value)
+  const match = /^(\d+)(us|ms|s|m|h|d)?$/.exec(value)
   if (match === null) throw new Error(`not a HAProxy time: ${value}`)
-  const unit = { us: 0.001, ms: 1, s: 1000, m: 60_000 }[match[2] as 'us' | 'ms' | 's' | 'm' ?? 'ms']
+  const unit = { us: 0.001, ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 'us' | 'ms' | 's' | 'm' | 'h' | 'd' ?? 'ms']
   return Number(match[1]) * unit
 }
 
@@ -133,6 +133,14 @@ export async function startHaproxy (
     detached
   })
   const daemon = await startDaemon('haproxy', launch, port)
+  // HAProxy may accept on its port a moment before its runtime API's socket is there
+  for (let waited = 0; !fs.existsSync(statsSocket); waited += 10) {
+    if (waited > 5000) {
+      await daemon.stop()
+      throw new Error(`haproxy did not open ${statsSocket}: ${daemon.output().trim()}`)
+    }
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
   const states = async () => serverStates(await runtimeApi(statsSocket, 'show stat'))
   return {
     port: daemon.port,
