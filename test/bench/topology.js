@@ -83,7 +83,7 @@ function table (rows) {
 
 function version (command, args) {
   try {
-    return execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).split('\n')[0].trim()
+    return execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).split('\n')[0].replace(/ - https?:\S+$/, '').trim()
   } catch {
     return 'unknown'
   }
