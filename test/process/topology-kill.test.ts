@@ -47,8 +47,6 @@ t.test('an instance killed under load: out of rotation within about 2 s, only it
     const markedDown = cluster.haproxy.waitFor(victim.index, 'DOWN', 10_000)
     killedAt = performance.now()
     t.strictSame(await victim.kill(), { code: null, signal: 'SIGKILL' }, `${victim.name} killed`)
-    // The process takes a moment to die (the kernel tears it down, then reports its exit):
-    // requests that reached it meanwhile were in flight on it as much as those before the signal
     diedAfter = performance.now() - killedAt
     outAfter = await markedDown
     await sleep(AFTER_MS)
@@ -65,8 +63,9 @@ t.test('an instance killed under load: out of rotation within about 2 s, only it
       `sent ${relative(outcome.sentAt)} ms, ended ${relative(outcome.endedAt)} ms`).join('; ') || 'none'}`)
 
   t.ok(outAfter < OUT_WITHIN_MS, `HAProxy took the killed instance out ${outAfter} ms after SIGKILL (bound ${OUT_WITHIN_MS} ms)`)
-  // One request at a time per client: at most CLIENTS were in flight on the instance
-  t.ok(failed.length <= CLIENTS, `${failed.length} requests failed, no more than the ${CLIENTS} that can be in flight`)
+  // The kernel takes some tens of milliseconds to tear the process down, its sockets last, and
+  // until then they take requests in as before: what reached it until its exit was in flight
+  // on it. Nothing sent later may fail
   t.strictSame(failed.filter((outcome) => outcome.sentAt > killedAt + diedAfter), [], 'every failed request was sent before the instance\'s exit: in flight on it')
   t.strictSame(failed.filter((outcome) => outcome.kind === 'read'), [], 'no read failed: HAProxy sends a GET the instance never answered to another')
   // HAProxy answers 502, or closes the client's connection as the instance closed its own
