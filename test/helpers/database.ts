@@ -114,12 +114,15 @@ export async function refuseConnections (t: Test, dbUrl: string): Promise<() => 
   return async () => { await allow() }
 }
 
-/** A connected pg client with bounded waits, ended when the test ends. */
+/**
+ * A connected pg client with bounded waits, ended when the test ends. The bounds are the
+ * client's own: a startup parameter would be refused by PgBouncer (TEST_STORE=pgbouncer).
+ */
 export async function pgClient (t: Test, connectionString: string): Promise<pg.Client> {
   const client = new pg.Client({
     connectionString,
     connectionTimeoutMillis: 5000,
-    statement_timeout: 10_000,
+    query_timeout: 10_000,
     application_name: 'bookkeeping-test'
   })
   // A backend terminated under us (the tests do that) must not end the test process
