@@ -16,9 +16,24 @@ const READY_WITHIN_MS = 10_000
 const STOP_WITHIN_MS = 5_000
 const ATTEMPTS = 3
 
-function accepts (port: number): Promise<boolean> {
+/** How to start a daemon on a given port: its command line, and what it needs besides. */
+export interface Launch {
+  command: string
+  args: string[]
+  /** Its whole environment; the caller's when absent. */
+  env?: NodeJS.ProcessEnv
+  /** Where it accepts connections once it is up: 127.0.0.1 when absent. */
+  host?: string
+  /**
+   * In a process group of its own, so that a Ctrl-C in the terminal does not reach it: for a
+   * caller that stops it itself, in its own order (npm run cluster).
+   */
+  detached?: boolean
+}
+
+function accepts (port: number, host: string): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = net.connect(port, '127.0.0.1')
+    const socket = net.connect(port, host)
     socket.once('connect', () => { socket.destroy(); resolve(true) })
     socket.once('error', () => resolve(false))
   })
@@ -29,8 +44,8 @@ function exited (child: ChildProcess): Promise<void> {
   return new Promise((resolve) => child.once('exit', () => resolve()))
 }
 
-async function launchOnce (label: string, port: number, command: string, args: string[]): Promise<Daemon> {
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+async function launchOnce (label: string, port: number, { command, args, env, host = '127.0.0.1', detached }: Launch): Promise<Daemon> {
+  const child = spawn(command, args, { env, detached, stdio: ['ignore', 'pipe', 'pipe'] })
   let output = ''
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
@@ -43,7 +58,7 @@ async function launchOnce (label: string, port: number, command: string, args: s
     clearTimeout(timer)
   }
   const started = Date.now()
-  while (!(await accepts(port))) {
+  while (!(await accepts(port, host))) {
     if (child.exitCode !== null || child.signalCode !== null) {
       await gone
       throw new Error(`${label} exited at start-up: ${output.trim()}`)
@@ -62,13 +77,12 @@ async function launchOnce (label: string, port: number, command: string, args: s
  * The port is free when chosen, but another process may take it first: then it tries another.
  */
 export async function startDaemon (
-  label: string, launch: (port: number) => { command: string, args: string[] }, port?: number
+  label: string, launch: (port: number) => Launch, port?: number
 ): Promise<Daemon> {
   for (let attempt = 1; ; attempt++) {
     const chosen = port ?? await freePort()
-    const { command, args } = launch(chosen)
     try {
-      return await launchOnce(label, chosen, command, args)
+      return await launchOnce(label, chosen, launch(chosen))
     } catch (err) {
       if (port !== undefined || attempt === ATTEMPTS || !/in use/i.test((err as Error).message)) throw err
     }

@@ -53,14 +53,14 @@ function writeConfig (serverUrl: string, port: number, dir: string): string {
 /**
  * Starts PgBouncer in front of the PostgreSQL server of `serverUrl` (installing Debian's
  * package when it is missing). PgBouncer refuses to run as root: as root it runs as `postgres`,
- * the user Debian's PostgreSQL packages create.
+ * the user Debian's PostgreSQL packages create. `detached`: see `Launch` in daemon.ts.
  */
-export async function startPgbouncer (serverUrl: string): Promise<Pgbouncer> {
+export async function startPgbouncer (serverUrl: string, { detached = false } = {}): Promise<Pgbouncer> {
   const binary = ensureCommand('pgbouncer', 'pgbouncer')
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bookkeeping-pgbouncer-'))
   fs.chmodSync(dir, 0o755)
   const asUser = process.getuid?.() === 0 ? ['-u', 'postgres'] : []
-  const launch = (port: number) => ({ command: binary, args: [...asUser, writeConfig(serverUrl, port, dir)] })
+  const launch = (port: number) => ({ command: binary, args: [...asUser, writeConfig(serverUrl, port, dir)], detached })
   let daemon: Daemon = await startDaemon('pgbouncer', launch)
   return {
     port: daemon.port,

@@ -49,9 +49,9 @@ function freePort () {
 }
 
 /**
- * The service as `npm start` starts it: package.json's start command through
- * `/bin/sh -c "exec <scripts.start>"` (so the spawned pid is the service itself), with
- * node_modules/.bin on PATH; `env` is added to the environment.
+ * The service as `npm start` starts it: package.json's start command through `/bin/sh -c`, as
+ * npm runs it (its `exec` makes the spawned pid the service itself), with node_modules/.bin on
+ * PATH; `env` is added to the environment.
  */
 function serviceCommand (env) {
   // The script execs its command itself; the `exec` below does that here
@@ -59,12 +59,13 @@ function serviceCommand (env) {
   // BENCH_WORKERS > 1: the same command line, run by that many node:cluster workers
   const workers = Number(process.env.BENCH_WORKERS || 1)
   const command = workers > 1
-    ? start.replace(/^fastify start /, `node ${path.join(__dirname, 'cluster.js')} `)
+    ? start.replace(/^exec fastify start /, `exec node ${path.join(__dirname, 'cluster.js')} `)
     : start
+  if (workers > 1 && command === start) throw new Error(`npm start is not \`exec fastify start ...\`: ${start}`)
   return {
     start: command,
     command: '/bin/sh',
-    args: ['-c', `exec ${command}`],
+    args: ['-c', command],
     env: {
       PATH: `${path.join(ROOT, 'node_modules', '.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
       HOME: process.env.HOME ?? os.tmpdir(),

@@ -12,7 +12,7 @@
  * repository changes. Exits 0 when it ran, whatever the numbers: this is not a test.
  */
 
-const { execFileSync, spawn, spawnSync } = require('node:child_process')
+const { spawn } = require('node:child_process')
 const { randomBytes } = require('node:crypto')
 const fs = require('node:fs')
 const os = require('node:os')
@@ -21,127 +21,14 @@ const { setTimeout: sleep } = require('node:timers/promises')
 const {
   ROOT, USERNAME, PASSWORD, admin, databaseUrl, freePort, serviceCommand, stopChild, request, issueToken
 } = require('./common.js')
+const {
+  SECONDS, ROUNDS, ONLY, WARMUP_SECONDS, CONNECTIONS, THREADS, BOOKS, BOOK_BODY, SCENARIOS,
+  resetTable, chooseClient, createRunner, summarise, describe
+} = require('./load.js')
 
-const SECONDS = positive('BENCH_SECONDS', 5)
-const ROUNDS = positive('ROUNDS', 3)
-// While working on one scenario: BENCH_ONLY=POST runs the scenarios whose name contains it
-const ONLY = process.env.BENCH_ONLY || undefined
-const WARMUP_SECONDS = 1
-const CONNECTIONS = 32
-const THREADS = 2
-const BOOKS = 100
 const START_TIMEOUT_MS = 20_000
 
 const SECRET = randomBytes(36).toString('base64url') // 48 characters
-
-function positive (name, fallback) {
-  const raw = process.env[name]
-  if (raw === undefined || raw === '') return fallback
-  const value = Number(raw)
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer, got ${raw}`)
-  return value
-}
-
-/**
- * The benchmarked requests. `lua` is the body of the wrk script (the token is a Lua global
- * `token`); `autocannon` the same request for the fallback client; `mutates` means the table is
- * put back to its 100 rows after every run.
- */
-const BOOK_BODY = JSON.stringify({ title: 'The Benchmark', author: 'A. N. Author', year: 2024 })
-const SCENARIOS = [
-  {
-    name: 'GET /book/<id>',
-    lua: `wrk.method = "GET"
-wrk.headers["Authorization"] = token
-request = function ()
-  return wrk.format(nil, "/book/" .. math.random(1, ${BOOKS}))
-end`,
-    autocannon: (token) => ({
-      method: 'GET',
-      headers: { authorization: token },
-      setupRequest: (req) => ({ ...req, path: `/book/${randomId()}` })
-    })
-  },
-  {
-    name: `GET /books (${BOOKS} rows)`,
-    lua: `wrk.method = "GET"
-wrk.path = "/books"
-wrk.headers["Authorization"] = token`,
-    autocannon: (token) => ({ method: 'GET', path: '/books', headers: { authorization: token } })
-  },
-  {
-    name: 'POST /book',
-    mutates: true,
-    lua: `wrk.method = "POST"
-wrk.path = "/book"
-wrk.headers["Authorization"] = token
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = ${luaString(BOOK_BODY)}`,
-    autocannon: (token) => ({
-      method: 'POST', path: '/book', headers: { authorization: token, 'content-type': 'application/json' }, body: BOOK_BODY
-    })
-  },
-  {
-    name: 'PUT /book/<id>',
-    mutates: true,
-    lua: `wrk.method = "PUT"
-wrk.headers["Authorization"] = token
-wrk.headers["Content-Type"] = "application/json"
-request = function ()
-  return wrk.format(nil, "/book/" .. math.random(1, ${BOOKS}), nil, '{"year":' .. math.random(1000, 2100) .. '}')
-end`,
-    autocannon: (token) => ({
-      method: 'PUT',
-      headers: { authorization: token, 'content-type': 'application/json' },
-      setupRequest: (req) => ({ ...req, path: `/book/${randomId()}`, body: JSON.stringify({ year: 1000 + Math.floor(Math.random() * 1101) }) })
-    })
-  },
-  {
-    name: 'POST /token',
-    lua: `wrk.method = "POST"
-wrk.path = "/token"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = ${luaString(JSON.stringify({ username: USERNAME, password: PASSWORD }))}`,
-    autocannon: () => ({
-      method: 'POST', path: '/token', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: USERNAME, password: PASSWORD })
-    })
-  }
-]
-
-function randomId () {
-  return 1 + Math.floor(Math.random() * BOOKS)
-}
-
-function luaString (text) {
-  return JSON.stringify(text) // a JSON string of ASCII text is a valid Lua string literal
-}
-
-/**
- * Each wrk thread seeds its own generator; `done` prints the run's numbers as one JSON line
- * (latencies in microseconds; `status` counts responses with a status of 400 or more).
- */
-function luaScript (scenario, token) {
-  return `token = ${luaString(token)}
-local threads = 0
-function setup (thread)
-  threads = threads + 1
-  thread:set("thread_number", threads)
-end
-function init (args)
-  math.randomseed(os.time() * 1000 + thread_number * 7919)
-end
-${scenario.lua}
-function done (summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format('BENCH_RESULT {"requests":%.0f,"duration_us":%.0f,"bytes":%.0f,' ..
-    '"p50_us":%.0f,"p90_us":%.0f,"p99_us":%.0f,"max_us":%.0f,"mean_us":%.1f,' ..
-    '"connect":%.0f,"read":%.0f,"write":%.0f,"status":%.0f,"timeout":%.0f}\\n',
-    summary.requests, summary.duration, summary.bytes,
-    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max, latency.mean,
-    e.connect, e.read, e.write, e.status, e.timeout))
-end
-`
-}
 
 // --- everything started is recorded here, so that cleanup can undo it -------------------------
 
@@ -174,16 +61,6 @@ for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
     console.error(`\nbench: ${signal}, stopping the servers and dropping the database`)
     cleanup().finally(() => process.exit(128 + os.constants.signals[signal]))
   })
-}
-
-// --- database ---------------------------------------------------------------------------------
-
-/** Back to rows 1..100: what a run inserted goes, and dead rows are vacuumed away. */
-async function resetTable (dbUrl) {
-  await admin(async (client) => {
-    await client.query('DELETE FROM books WHERE id > $1', [BOOKS])
-    await client.query('VACUUM ANALYZE books')
-  }, dbUrl)
 }
 
 // --- processes --------------------------------------------------------------------------------
@@ -297,106 +174,7 @@ async function compareAnswers (service, reference) {
   return differences
 }
 
-// --- load generators --------------------------------------------------------------------------
-
-/** 'wrk' when wrk is there or could be installed, else 'autocannon'. */
-function chooseClient () {
-  if (process.env.BENCH_CLIENT === 'autocannon') return { name: 'autocannon', version: require('autocannon/package.json').version }
-  const found = () => {
-    const result = spawnSync('wrk', ['-v'], { encoding: 'utf8' })
-    if (result.error) return null
-    return { name: 'wrk', version: `${result.stdout}${result.stderr}`.split('\n')[0].replace(/ Copyright.*$/, '').replace(/^wrk /, '').trim() }
-  }
-  let wrk = found()
-  if (wrk === null) {
-    console.log('bench: wrk not found, trying apt-get install -y wrk')
-    const install = () => spawnSync('apt-get', ['install', '-y', 'wrk'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } })
-    if (install().status !== 0) {
-      spawnSync('apt-get', ['update'], { stdio: 'inherit' })
-      install()
-    }
-    wrk = found()
-  }
-  if (wrk === null) {
-    console.log('bench: wrk could not be installed, falling back to autocannon')
-    return { name: 'autocannon', version: require('autocannon/package.json').version }
-  }
-  return wrk
-}
-
-function runWrk (scenario, target, token, seconds) {
-  const script = path.join(state.tmpDir, 'scenario.lua')
-  fs.writeFileSync(script, luaScript(scenario, token))
-  return new Promise((resolve, reject) => {
-    const child = track(spawn('wrk', [
-      '-t', String(THREADS), '-c', String(CONNECTIONS), '-d', `${seconds}s`, '--timeout', '5s', '-s', script, target.url
-    ], { stdio: ['ignore', 'pipe', 'pipe'] }))
-    let out = ''
-    child.stdout.setEncoding('utf8').on('data', (chunk) => { out += chunk })
-    child.stderr.setEncoding('utf8').on('data', (chunk) => { out += chunk })
-    child.once('error', reject)
-    child.once('close', (code, signal) => {
-      const line = out.split('\n').find((text) => text.startsWith('BENCH_RESULT '))
-      if (code !== 0 || line === undefined) {
-        reject(new Error(`wrk ended with ${code ?? signal} and no result:\n${out}`))
-        return
-      }
-      const r = JSON.parse(line.slice('BENCH_RESULT '.length))
-      resolve({
-        requests: r.requests,
-        rps: r.requests / (r.duration_us / 1e6),
-        p50: r.p50_us / 1000,
-        p90: r.p90_us / 1000,
-        p99: r.p99_us / 1000,
-        max: r.max_us / 1000,
-        non2xx: r.status,
-        errors: r.connect + r.read + r.write + r.timeout,
-        errorDetail: { connect: r.connect, read: r.read, write: r.write, timeout: r.timeout }
-      })
-    })
-  })
-}
-
-async function runAutocannon (scenario, target, token, seconds) {
-  const autocannon = require('autocannon')
-  const r = await autocannon({
-    url: target.url,
-    connections: CONNECTIONS,
-    duration: seconds,
-    timeout: 5,
-    requests: [scenario.autocannon(token)]
-  })
-  return {
-    requests: r.requests.total,
-    rps: r.requests.total / r.duration,
-    p50: r.latency.p50,
-    p90: r.latency.p90,
-    p99: r.latency.p99,
-    max: r.latency.max,
-    non2xx: r.non2xx,
-    errors: r.errors + r.timeouts,
-    errorDetail: { errors: r.errors, timeouts: r.timeouts }
-  }
-}
-
 // --- report -----------------------------------------------------------------------------------
-
-function median (values) {
-  const sorted = [...values].sort((a, b) => a - b)
-  const middle = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
-}
-
-function summarise (runs) {
-  return {
-    rps: median(runs.map((run) => run.rps)),
-    p50: median(runs.map((run) => run.p50)),
-    p99: median(runs.map((run) => run.p99)),
-    non2xx: runs.reduce((sum, run) => sum + run.non2xx, 0),
-    errors: runs.reduce((sum, run) => sum + run.errors, 0),
-    runs
-  }
-}
 
 function table (rows) {
   const header = ['scenario', 'service req/s', 'p50 ms', 'p99 ms', 'reference req/s', 'p50 ms', 'p99 ms', 'service/reference']
@@ -411,14 +189,6 @@ function table (rows) {
   return [line(header), `|${widths.map((width, i) => i === 0 ? `-${'-'.repeat(width)}-` : `${'-'.repeat(width + 1)}:`).join('|')}|`, ...body.map(line)].join('\n')
 }
 
-function describe (command, args) {
-  try {
-    return execFileSync(command, args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
-  } catch {
-    return 'unknown'
-  }
-}
-
 // --- main -------------------------------------------------------------------------------------
 
 async function main () {
@@ -427,7 +197,7 @@ async function main () {
   const serviceLog = path.join(state.tmpDir, 'service.log')
   const referenceLog = path.join(state.tmpDir, 'reference.log')
   const client = chooseClient()
-  const run = client.name === 'wrk' ? runWrk : runAutocannon
+  const run = createRunner(client, { tmpDir: state.tmpDir, track })
 
   const name = `bookkeeping_bench_${randomBytes(6).toString('hex')}`
   await admin((c) => c.query(`CREATE DATABASE ${name}`))

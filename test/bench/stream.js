@@ -14,8 +14,8 @@
  * BENCH_PAUSE_MS (the slow reader's pause, default 3000), BENCH_LOG_LEVEL (the service's, default
  * warn; readiness is checked on the port, not on a log line).
  *
- * The service is started exactly as `npm start` starts it (`/bin/sh -c "exec <scripts.start>"`,
- * so the spawned pid is the service itself); `npm run bench:stream` builds it first. Memory is
+ * The service is started exactly as `npm start` starts it (`/bin/sh -c "<scripts.start>"`,
+ * whose `exec` makes the spawned pid the service itself); `npm run bench:stream` builds it first. Memory is
  * VmRSS from /proc/<pid>/status sampled every 20 ms, together with VmHWM, the kernel's own peak,
  * which is reset (/proc/<pid>/clear_refs) before each request so that it is that request's peak.
  */

@@ -1,0 +1,105 @@
+/**
+ * A mixed load of keep-alive clients for the topology tests: each client sends reads, creates and
+ * updates in turn, one at a time on its one keep-alive connection, and every request's outcome is
+ * kept. Each create has a title of its own, so the test can find in the database what each
+ * acknowledged create stored.
+ */
+import { Agent, request as httpRequest } from 'node:http'
+
+export type Kind = 'read' | 'create' | 'update'
+
+export interface Outcome {
+  client: number
+  kind: Kind
+  /** performance.now() when it was sent and when it ended. */
+  sentAt: number
+  endedAt: number
+  status?: number
+  body?: string
+  /** The error instead of an answer: ECONNRESET, socket hang up, timeout, ... */
+  error?: string
+  /** A create's title. */
+  title?: string
+}
+
+export interface MixedLoad {
+  outcomes: Outcome[]
+  /** Lets each client finish the request it is sending, then stops them all. */
+  stop: () => Promise<void>
+}
+
+/** Far longer than the service takes to answer (about 5 s at most, docs/operations.md). */
+const REQUEST_TIMEOUT_MS = 10_000
+
+function send (url: URL, agent: Agent, method: string, path: string, token: string, body?: object): Promise<Omit<Outcome, 'client' | 'kind'>> {
+  return new Promise((resolve) => {
+    const sentAt = performance.now()
+    const payload = body === undefined ? undefined : JSON.stringify(body)
+    const req = httpRequest({
+      host: url.hostname,
+      port: url.port,
+      method,
+      path,
+      agent,
+      headers: { authorization: token, ...(payload === undefined ? {} : { 'content-type': 'application/json' }) }
+    }, (res) => {
+      let text = ''
+      res.setEncoding('utf8')
+      res.on('data', (chunk: string) => { text += chunk })
+      res.on('end', () => resolve({ sentAt, endedAt: performance.now(), status: res.statusCode, body: text }))
+      res.on('error', (err: NodeJS.ErrnoException) => resolve({ sentAt, endedAt: performance.now(), error: `response ${err.code ?? err.message}` }))
+    })
+    req.on('error', (err: NodeJS.ErrnoException) => resolve({ sentAt, endedAt: performance.now(), error: err.code ?? err.message }))
+    req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(new Error('timeout')))
+    req.end(payload)
+  })
+}
+
+/**
+ * Starts `clients` clients against `url`, each on a keep-alive connection of its own, sending in
+ * turn `GET /book/<id>`, `POST /book` (title `<prefix>-<client>-<n>`) and `PUT /book/<id>`, with
+ * ids picked from `ids` (books that exist and are never deleted).
+ */
+export function startMixedLoad (
+  { url, token, clients, ids, prefix }: { url: string, token: string, clients: number, ids: number[], prefix: string }
+): MixedLoad {
+  const target = new URL(url)
+  const outcomes: Outcome[] = []
+  const state = { stopping: false }
+  const pick = () => ids[Math.floor(Math.random() * ids.length)]!
+  const running = Array.from({ length: clients }, async (_, client) => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+    for (let n = 0; !state.stopping; n++) {
+      const kind = (['read', 'create', 'update'] as const)[n % 3]!
+      if (kind === 'read') {
+        outcomes.push({ client, kind, ...await send(target, agent, 'GET', `/book/${pick()}`, token) })
+      } else if (kind === 'create') {
+        const title = `${prefix}-${client}-${n}`
+        outcomes.push({ client, kind, title, ...await send(target, agent, 'POST', '/book', token, { title, author: 'Load', year: 2000 }) })
+      } else {
+        outcomes.push({ client, kind, ...await send(target, agent, 'PUT', `/book/${pick()}`, token, { year: 1000 + n % 1000 }) })
+      }
+    }
+    agent.destroy()
+  })
+  return {
+    outcomes,
+    async stop () {
+      state.stopping = true
+      await Promise.all(running)
+    }
+  }
+}
+
+/** The status a request of each kind answers when all is well. */
+export const EXPECTED_STATUS: Record<Kind, number> = { read: 200, create: 201, update: 200 }
+
+/** A line per kind of outcome: `read 200: 1234`, `create ECONNRESET: 1`, ... for t.comment. */
+export function summary (outcomes: Outcome[]): string {
+  const counts = new Map<string, number>()
+  for (const outcome of outcomes) {
+    const key = `${outcome.kind} ${outcome.status ?? outcome.error}`
+    counts.set(key, (counts.get(key) ?? 0) + 1)
+  }
+  return [...counts].sort().map(([key, count]) => `${key}: ${count}`).join(', ')
+}

@@ -1,0 +1,90 @@
+/**
+ * The deployment examples of docs/deploy/ hold together: HAProxy accepts its file for one to
+ * three instances and has exactly those servers, and every stop sequence leaves HAProxy time to
+ * take an instance out (SHUTDOWN_DELAY_MS above its checks' 1.25 s) and the instance time to
+ * finish (the stop timeout above the delay plus fastify start's grace). What systemd itself can
+ * check of the unit is checked by `systemd-analyze verify`.
+ */
+import { spawnSync } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import t from 'tap'
+import { CLUSTER_SHUTDOWN_DELAY_MS } from '../../src/cluster.js'
+import { PROJECT_ROOT } from '../../src/project-root.js'
+import { ensureCommand } from '../../src/topology/debian-package.js'
+import { HAPROXY_CONFIG, MAX_INSTANCES, checkTimings, serverName, startHaproxy } from '../../src/topology/haproxy.js'
+import { closedPort } from '../helpers/service.js'
+
+const DEPLOY = path.join(PROJECT_ROOT, 'docs', 'deploy')
+const read = (file: string) => fs.readFileSync(path.join(DEPLOY, file), 'utf8')
+
+/** fastify start's grace for the requests in flight once the server closes (`-g` of npm start). */
+const START_SCRIPT: string = JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')).scripts.start
+const GRACE_MS = Number(/ -g (\d+) /.exec(START_SCRIPT)?.[1])
+
+const timings = checkTimings()
+
+t.test('HAProxy has one server per INSTANCE_n given, one to three', async (t) => {
+  const haproxy = ensureCommand('haproxy', 'haproxy')
+  // `-c` binds nothing, but wants a port that could be bound
+  const bind = `127.0.0.1:${await closedPort()}`
+  const check = (env: Record<string, string>) => spawnSync(haproxy, ['-c', '-f', HAPROXY_CONFIG], {
+    env: { PATH: process.env.PATH, BOOKKEEPING_BIND: bind, ...env }, encoding: 'utf8'
+  })
+  t.not(check({}).status, 0, 'without INSTANCE_1 the file is refused, not run without servers')
+  for (let count = 1; count <= MAX_INSTANCES; count++) {
+    // Instances where nothing listens: the servers are there, and down
+    const instances = await Promise.all(Array.from({ length: count }, async () => `127.0.0.1:${await closedPort()}`))
+    const env = Object.fromEntries(instances.map((address, i) => [`INSTANCE_${i + 1}`, address]))
+    const result = check(env)
+    t.equal(result.status, 0, `haproxy -c accepts it with ${count} instance(s): ${result.stdout}${result.stderr}`)
+    const running = await startHaproxy({ instances })
+    try {
+      t.strictSame(Object.keys(await running.states()), instances.map((_, i) => serverName(i)), `servers with ${count} instance(s)`)
+    } finally {
+      await running.stop()
+    }
+  }
+})
+
+t.test('HAProxy takes out an instance that fails its checks within about 2 s', async (t) => {
+  t.ok(timings.markedDownWithin <= 2000, `within ${timings.markedDownWithin} ms (inter ${timings.inter}, fastinter ${timings.fastinter}, fall ${timings.fall})`)
+  t.ok(timings.markedUpWithin <= 2000, `back within ${timings.markedUpWithin} ms of being ready`)
+  t.ok(CLUSTER_SHUTDOWN_DELAY_MS > timings.markedDownWithin, `npm run cluster's delay (${CLUSTER_SHUTDOWN_DELAY_MS} ms) outlasts it`)
+})
+
+t.test('the systemd unit: HAProxy takes the instance out within its delay, and it stops within TimeoutStopSec', async (t) => {
+  const unit = read('bookkeeping.service')
+  const delay = Number(/^Environment=SHUTDOWN_DELAY_MS=(\d+)$/m.exec(unit)?.[1])
+  const stopTimeout = Number(/^TimeoutStopSec=(\d+)$/m.exec(unit)?.[1]) * 1000
+  t.ok(delay > timings.markedDownWithin, `SHUTDOWN_DELAY_MS=${delay} outlasts HAProxy's ${timings.markedDownWithin} ms`)
+  t.ok(stopTimeout >= delay + GRACE_MS, `TimeoutStopSec (${stopTimeout} ms) covers the delay and the ${GRACE_MS} ms grace`)
+  t.match(unit, /^KillSignal=SIGTERM$/m, 'stopped with SIGTERM')
+  t.match(unit, /^ExecStart=\/usr\/bin\/npm start --ignore-scripts$/m, 'npm start, without its build')
+  t.match(START_SCRIPT, /^exec /, 'whose script execs the server, so the signal reaches node')
+
+  const verify = spawnSync('systemd-analyze', ['--version'])
+  if (verify.error !== undefined) {
+    t.comment('systemd-analyze is not installed: the unit is not verified by systemd')
+    return
+  }
+  // The unit's own file name, in a directory of its own: systemd-analyze reads it from there
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bookkeeping-unit-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  fs.writeFileSync(path.join(dir, 'bookkeeping.service'), unit)
+  const result = spawnSync('systemd-analyze', ['verify', path.join(dir, 'bookkeeping.service')], { encoding: 'utf8' })
+  // It reports a setting it ignores on stderr but still exits 0
+  t.strictSame({ status: result.status, output: `${result.stdout}${result.stderr}`.trim() }, { status: 0, output: '' }, 'systemd-analyze verify finds nothing')
+})
+
+t.test('the Kubernetes example: probes, delay, and a grace period that covers the delay and the drain', async (t) => {
+  const manifest = read('kubernetes.yaml')
+  const delay = Number(/name: SHUTDOWN_DELAY_MS\s+value: "(\d+)"/.exec(manifest)?.[1])
+  const grace = Number(/terminationGracePeriodSeconds: (\d+)/.exec(manifest)?.[1]) * 1000
+  t.ok(delay > 0, `SHUTDOWN_DELAY_MS=${delay}`)
+  t.ok(grace >= delay + GRACE_MS, `terminationGracePeriodSeconds (${grace} ms) covers the delay and the ${GRACE_MS} ms grace`)
+  t.match(manifest, /readinessProbe:\s+httpGet:\s+path: \/health\/ready/, 'readiness on /health/ready')
+  t.match(manifest, /livenessProbe:\s+httpGet:\s+path: \/health\/live/, 'liveness on /health/live')
+  t.notMatch(manifest, /^\s*preStop:/m, 'no preStop hook')
+})
