@@ -17,19 +17,17 @@ import { createDatabase } from '../helpers/database.js'
 import { DEV_COMMAND, spawnService, temporaryDirectory } from '../helpers/service.js'
 import { waitUntil } from '../helpers/wait.js'
 
-// Eight services, each started by npm
+// Twelve services, each started by npm
 t.setTimeout(120_000)
 
 const COMMANDS = {
   'npm start': 'exec npm start --ignore-scripts --silent',
   'npm run dev': `exec npm exec --silent -c '${DEV_COMMAND}'`
 }
-// SIGTERM to each process an orchestrator or an operator may signal (npm, the server; the whole
-// group, as systemd and `kill -- -<pgid>` do), and SIGINT where a person sends it: Ctrl-C, to
-// the whole group (a lone SIGINT to the server is test/process/lifecycle.test.ts's)
-const CASES = [
-  ['SIGTERM', 'npm'], ['SIGTERM', 'process group'], ['SIGTERM', 'server'], ['SIGINT', 'process group']
-] as const
+// Each signal to each process an orchestrator, an operator or a terminal may signal: npm, the
+// server, the whole group (systemd and `kill -- -<pgid>` with SIGTERM, Ctrl-C with SIGINT)
+const CASES = (['SIGTERM', 'SIGINT'] as const).flatMap((signal) =>
+  (['npm', 'process group', 'server'] as const).map((target) => [signal, target] as const))
 // Short, but long enough that a duplicate signal (npm's, some milliseconds later) taken for a
 // second request would visibly cut it short
 const DELAY_MS = 500
