@@ -34,6 +34,13 @@ export const STORE: typeof STORES[number] = STORES.find((store) => store === pro
   (serverAnswers() ? 'postgres' : 'pglite')
 
 /**
+ * For `t.test(name, { skip: NEEDS_DIRECT_SERVER }, ...)`: tests that put a PgBouncer of their
+ * own in front of the PostgreSQL server (with TEST_STORE=pgbouncer the others already run
+ * through one).
+ */
+export const NEEDS_DIRECT_SERVER = STORE !== 'postgres' && 'starts its own PgBouncer in front of the PostgreSQL server'
+
+/**
  * For `t.test(name, { skip: NEEDS_SERVER }, ...)`: what only a PostgreSQL server can do (other
  * sessions, locks, terminating backends, refusing connections to one database). PGlite is one
  * session shared by every connection.

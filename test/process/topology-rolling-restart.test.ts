@@ -9,7 +9,7 @@
 import t from 'tap'
 import { startCluster } from '../../src/cluster.js'
 import { testEnv } from '../helper.js'
-import { createDatabase, pgClient, STORE } from '../helpers/database.js'
+import { createDatabase, NEEDS_DIRECT_SERVER, pgClient } from '../helpers/database.js'
 import { EXPECTED_STATUS, startMixedLoad, summary } from '../helpers/mixed-load.js'
 
 t.setTimeout(240_000)
@@ -18,10 +18,7 @@ const ROUNDS = 5
 const CLIENTS = 8
 const BOOKS = 20
 
-// The cluster puts its own PgBouncer in front of the server
-const NEEDS_POSTGRES = STORE !== 'postgres' && 'starts PgBouncer in front of the PostgreSQL server itself'
-
-t.test('restarting each of three instances in turn, five times over, under load, loses no request', { skip: NEEDS_POSTGRES }, async (t) => {
+t.test('restarting each of three instances in turn, five times over, under load, loses no request', { skip: NEEDS_DIRECT_SERVER }, async (t) => {
   const dbUrl = await createDatabase(t)
   // Shorter than the examples' 3 s, for fifteen restarts in CI, and still above HAProxy's 1.25 s
   const cluster = await startCluster({ dbUrl, env: { ...testEnv(dbUrl), LOG_LEVEL: 'warn', SHUTDOWN_DELAY_MS: '2000' } })
