@@ -24,7 +24,9 @@ t.test('Idempotency-Key on POST /book', async (t) => {
   const token = await getToken(app)
   const db = await pgClient(t, dbUrl)
   const post = (payload: unknown, key?: string, via = app) => call(via, token, {
-    method: 'POST', url: '/book', payload: payload as object,
+    method: 'POST',
+    url: '/book',
+    payload: payload as object,
     headers: { 'content-type': 'application/json', ...(key === undefined ? {} : { 'idempotency-key': key }) }
   })
   const booksTitled = async (title: string) =>
