@@ -102,7 +102,7 @@ t.test('Idempotency-Key on POST /book', async (t) => {
       ['"unterminated', 'no closing quote'],
       ['"a", "b"', 'two keys'],
       ['two words', 'a space in the bare form']
-    ]) {
+    ] as Array<[string, string]>) {
       const answer = await post({ ...BOOK, title }, value)
       t.equal(answer.status, 400, why)
       t.strictSame(answer.body, INVALID, why)
