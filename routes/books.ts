@@ -6,6 +6,7 @@ import type { ListingPage } from '../plugins/app/books-repository.js'
 import { Message, SuccessSchema, envelope, failureSchemas } from '../src/envelope.js'
 import { ApiError, errorHandler } from '../src/errors.js'
 import { BookCreateSchema, BookParamsSchema, BookPatchSchema, BookSchema, isBookId } from '../src/schemas/book.js'
+import { IdempotencyKeyHeaderSchema, idempotencyKey } from '../src/schemas/idempotency-key.js'
 
 const invalidInput = { invalidBodyMessage: Message.InvalidInput }
 
@@ -97,15 +98,30 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       ...documented,
       summary: 'Create a book',
       operationId: 'createBook',
+      headers: Type.Object({ 'idempotency-key': Type.Optional(IdempotencyKeyHeaderSchema) }),
       body: BookCreateSchema,
       response: {
         201: SuccessSchema(201, Message.BookCreated, BookSchema, EXAMPLE_BOOK),
-        ...failureSchemas({ ...EVERY_ROUTE, ...WITH_BODY, 400: [Message.InvalidInput, ...BAD_REQUEST] })
+        ...failureSchemas({
+          ...EVERY_ROUTE,
+          ...WITH_BODY,
+          400: [Message.InvalidInput, ...BAD_REQUEST],
+          409: [Message.IdempotencyKeyInProgress],
+          422: [Message.IdempotencyKeyReused]
+        })
       }
     }
   }, async function (request, reply) {
-    const book = await booksRepository.create(request.body)
-    return reply.code(201).send(envelope(201, Message.BookCreated, book))
+    const key = request.headers['idempotency-key']
+    const created = await booksRepository.create(request.body, key === undefined ? undefined : idempotencyKey(key))
+    switch (created.outcome) {
+      case 'busy':
+        throw new ApiError(409, Message.IdempotencyKeyInProgress)
+      case 'mismatch':
+        throw new ApiError(422, Message.IdempotencyKeyReused)
+      default:
+        return reply.code(201).send(envelope(201, Message.BookCreated, created.book))
+    }
   })
 
   fastify.get('/books', {

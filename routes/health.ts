@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
+import { boundedQuery } from '../src/db/bounded-query.js'
 import { Message, SuccessSchema, envelope, failure, failureSchemas } from '../src/envelope.js'
 
 /**
@@ -17,8 +18,9 @@ const ReadySchema = Type.Object({ database: Type.Literal('up') })
  * - `GET /health/live`: the process answers; never touches the database, so a database outage
  *   does not get the process restarted.
  * - `GET /health/ready`: the database answers `SELECT 1` within `READY_TIMEOUT_MS` through the
- *   pool (no connection of its own); 503 when not, and from the moment shutdown begins, so a
- *   load balancer stops sending before the listener goes.
+ *   pool (no connection of its own), sent as the book routes' statements are, so a connection
+ *   that reached a standby is not ready either; 503 when not, and from the moment shutdown
+ *   begins, so a load balancer stops sending before the listener goes.
  *
  * Their request lines are logged at `debug`. A change of readiness is logged once (`warn` when
  * the database stops answering, with the cause; `info` when it answers again), not each poll.
@@ -31,7 +33,7 @@ const health: FastifyPluginAsyncTypebox = async (fastify) => {
   // stops answering holds one pooled query, however many probes arrive
   let pending: Promise<Error | null> | null = null
   function pingDatabase (): Promise<Error | null> {
-    pending ??= pg.query('SELECT 1').then(() => null, (err: Error) => err).finally(() => { pending = null })
+    pending ??= boundedQuery(pg.pool, { text: 'SELECT 1' }).then(() => null, (err: Error) => err).finally(() => { pending = null })
     return pending
   }
 

@@ -11,6 +11,7 @@ import swaggerUi from '../plugins/external/swagger-ui.js'
 import swagger from '../plugins/external/swagger.js'
 import authenticate from '../plugins/app/authenticate.js'
 import booksRepository from '../plugins/app/books-repository.js'
+import idempotencyKeysSweep from '../plugins/app/idempotency-keys-sweep.js'
 import httpEdge, { clientErrorHandler, frameworkErrors } from '../plugins/app/http-edge.js'
 import metrics from '../plugins/app/metrics.js'
 import migrate from '../plugins/app/migrate.js'
@@ -94,6 +95,7 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
   await fastify.register(rateLimit)
   await fastify.register(authenticate)
   await fastify.register(booksRepository)
+  await fastify.register(idempotencyKeysSweep)
 
   // Bodies are JSON only; anything else is 415 rather than a string that fails validation
   fastify.removeContentTypeParser('text/plain')

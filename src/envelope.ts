@@ -28,6 +28,8 @@ export const Message = {
   TooManyRequests: 'Too many requests',
   UnsupportedMediaType: 'Unsupported media type',
   ExpectationFailed: 'Expectation failed',
+  IdempotencyKeyInProgress: 'A request with this idempotency key is in progress',
+  IdempotencyKeyReused: 'Idempotency key already used with a different body',
   HeadersTooLarge: 'Request header fields too large',
   InternalServerError: 'Internal server error',
   ServiceUnavailable: 'Service unavailable',
@@ -95,7 +97,7 @@ export function SuccessSchema<T extends TSchema> (status: number, message: Messa
   return EnvelopeSchema(data, { 'x-response-description': message, 'x-examples': examples(status, [message], example) })
 }
 
-type FailureStatus = 400 | 401 | 404 | 413 | 415 | 429 | 500 | 503
+type FailureStatus = 400 | 401 | 404 | 409 | 413 | 415 | 422 | 429 | 500 | 503
 
 /**
  * The response schemas of a route's failures, from each status it can answer to the messages it

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import type { PostgresDb } from '@fastify/postgres'
 import fp from 'fastify-plugin'
 import type { QueryResultRow } from 'pg'
@@ -30,23 +31,111 @@ function toBook (row: BookRow): Book {
   return { id: Number(row.id), title: row.title, author: row.author, year: row.year }
 }
 
+/** The stored fields of a create's body: unknown fields are neither stored nor compared. */
+function bookFields ({ title, author, year }: BookCreate): BookCreate {
+  return { title, author, year }
+}
+
+/**
+ * What identifies a create's body under its key: the SHA-256 of its stored fields, so spacing,
+ * field order and unknown fields do not make two bodies differ.
+ */
+function fingerprint (book: BookCreate): Buffer {
+  const { title, author, year } = book
+  return createHash('sha256').update(JSON.stringify([title, author, year])).digest()
+}
+
+/**
+ * The advisory lock that the writer of an idempotency key holds: 64 bits of the key's SHA-256,
+ * in the keyspace of one-bigint locks (the migration lock's one value aside, nothing else uses it).
+ */
+export function keyLock (key: string): string {
+  return createHash('sha256').update(key).digest().readBigInt64BE().toString()
+}
+
+interface CreateCall {
+  book: BookCreate
+  key?: { key: string, fingerprint: Buffer }
+}
+
+/**
+ * The answer to a create. `created` and `replayed` come with the book as the first create of the
+ * key answered it: its id, and the fields of the body (a later update or delete changes nothing).
+ */
+export type CreateOutcome =
+  | { outcome: 'created' | 'replayed', book: Book }
+  | { outcome: 'mismatch' | 'busy' }
+
+interface StoredKey {
+  key: string
+  fingerprint: Buffer
+  id: string
+}
+
+/** The answer for a key found stored; one gone again already (swept) is answered as busy. */
+function knownKey (call: CreateCall, stored: StoredKey | undefined): CreateOutcome {
+  if (stored === undefined) return { outcome: 'busy' }
+  if (!stored.fingerprint.equals(call.key!.fingerprint)) return { outcome: 'mismatch' }
+  return { outcome: 'replayed', book: { ...bookFields(call.book), id: Number(stored.id) } }
+}
+
 // Unnamed statements: a named (prepared) one lives in a session, which a pooler in transaction
 // mode (PgBouncer) hands to whoever comes next. The batched statements take arrays: one
 // statement answers every call of a batch (src/db/batch.ts)
 const FIND = 'SELECT id, title, author, year FROM books WHERE id = ANY($1::bigint[])'
 const EXISTS = 'SELECT 1 FROM books WHERE id = $1'
-// Rows are inserted and given ids in the order of the calls
-const CREATE = `INSERT INTO books (title, author, year)
-         SELECT title, author, year
-         FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS new(title, author, year, n)
-         ORDER BY n
-         RETURNING id, title, author, year`
+// Creates, with or without an idempotency key, one statement per batch. Ids are drawn in the
+// order of the calls. A key is taken with a transaction-level advisory lock that its writer holds
+// until it commits: a key whose lock another transaction holds is in flight elsewhere (`busy`).
+// A key already stored answers with its book (`replayed`, or `mismatch` for another body). A key
+// stored by a transaction that committed after this statement's snapshot is not seen, and its
+// insert then does nothing (`conflict`: the caller reads it afresh). The book is inserted only
+// with its key, so there is never one without the other.
+const CREATE = `WITH input AS MATERIALIZED (
+           SELECT * FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::bytea[], $6::int8[])
+             WITH ORDINALITY AS input(title, author, year, key, fingerprint, lock, n)
+         ), free AS MATERIALIZED (
+           SELECT input.*, known.book_id AS known_id, known.fingerprint AS known_fingerprint
+           FROM input LEFT JOIN idempotency_keys known USING (key)
+           WHERE input.key IS NULL OR pg_try_advisory_xact_lock(input.lock)
+         ), fresh AS MATERIALIZED (
+           SELECT n, key, fingerprint, title, author, year,
+                  nextval((SELECT pg_get_serial_sequence('books', 'id'))::regclass) AS id
+           FROM (SELECT * FROM free WHERE known_id IS NULL ORDER BY n) AS ordered
+         ), keyed AS (
+           INSERT INTO idempotency_keys (key, fingerprint, book_id)
+           SELECT key, fingerprint, id FROM fresh WHERE key IS NOT NULL
+           ON CONFLICT (key) DO NOTHING
+           RETURNING key
+         ), created AS (
+           INSERT INTO books (id, title, author, year) OVERRIDING SYSTEM VALUE
+           SELECT id, title, author, year FROM fresh WHERE key IS NULL OR key IN (SELECT key FROM keyed)
+           RETURNING id
+         )
+         SELECT CASE
+                  WHEN free.n IS NULL THEN 'busy'
+                  WHEN free.known_id IS NOT NULL
+                    THEN CASE WHEN free.known_fingerprint = input.fingerprint THEN 'replayed' ELSE 'mismatch' END
+                  WHEN created.id IS NOT NULL THEN 'created'
+                  ELSE 'conflict'
+                END AS outcome,
+                coalesce(free.known_id, created.id)::text AS id
+         FROM input LEFT JOIN free USING (n) LEFT JOIN fresh USING (n) LEFT JOIN created USING (id)
+         ORDER BY input.n`
+const STORED_KEYS = 'SELECT key, fingerprint, book_id::text AS id FROM idempotency_keys WHERE key = ANY($1::text[])'
+// A few hundred short transactions a minute at most, each holding its rows' locks for moments;
+// rows another instance's sweep holds are skipped, not waited for
+const SWEEP_KEYS = `DELETE FROM idempotency_keys WHERE key IN (
+           SELECT key FROM idempotency_keys
+           WHERE created_at < now() - make_interval(secs => $1)
+           ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED
+         )`
 // One statement per batch; a null field keeps its value, so concurrent updates of different
 // fields all take effect. A batch never holds two updates of one book (see `update`). The rows
 // are locked in id order first: two batches (of two instances, or one sent while the one before
 // still waits on a lock) would otherwise lock rows in different orders and could deadlock.
 const UPDATE = `WITH patch AS MATERIALIZED (
-           SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[]) AS p(id, title, author, year)
+           SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int4[]) AS p(id, title, author, year)
          ), locked AS MATERIALIZED (
            SELECT books.id FROM books JOIN patch USING (id) ORDER BY books.id FOR UPDATE OF books
          )
@@ -60,7 +149,7 @@ const UPDATE = `WITH patch AS MATERIALIZED (
 const DELETE = 'DELETE FROM books WHERE id = $1'
 // PostgreSQL writes the JSON of a page of the listing itself: one string reaches Node instead of
 // rows to parse, build and serialize again
-const LISTING_PAGE = `SELECT count(*)::int AS count, max(id)::text AS last_id,
+const LISTING_PAGE = `SELECT count(*)::int4 AS count, max(id)::text AS last_id,
                 coalesce(string_agg(row_to_json(page)::text, ',' ORDER BY id), '') AS json
          FROM (SELECT id, title, author, year FROM books WHERE id > $1 ORDER BY id LIMIT $2) page`
 
@@ -82,23 +171,40 @@ export function createBooksRepository (pg: PostgresDb) {
     return ids.map((id) => byId.get(id) ?? null)
   })
 
-  const creates = batched<BookCreate, Book>(async (books) => {
-    const { rows } = await query<BookRow>(CREATE,
-      [books.map((b) => b.title), books.map((b) => b.author), books.map((b) => b.year)])
-    // RETURNING gives the rows in insertion order in practice, which PostgreSQL does not
-    // promise: each call takes a row with exactly its fields (rows alike are interchangeable)
-    const byFields = new Map<string, BookRow[]>()
-    for (const row of rows) {
-      const key = JSON.stringify([row.title, row.author, row.year])
-      const alike = byFields.get(key)
-      if (alike === undefined) byFields.set(key, [row])
-      else alike.push(row)
-    }
-    return books.map(({ title, author, year }) => {
-      const row = byFields.get(JSON.stringify([title, author, year]))?.shift()
-      return row === undefined ? new Error('a created book did not come back') : toBook(row)
+  const creates = batched<CreateCall, CreateOutcome>(async (calls) => {
+    const { rows } = await query<{ outcome: CreateOutcome['outcome'] | 'conflict', id: string | null }>(CREATE, [
+      calls.map((c) => c.book.title),
+      calls.map((c) => c.book.author),
+      calls.map((c) => c.book.year),
+      calls.map((c) => c.key?.key ?? null),
+      calls.map((c) => c.key?.fingerprint ?? null),
+      calls.map((c) => c.key === undefined ? null : keyLock(c.key.key))
+    ])
+    const answers = calls.map((call, i): CreateOutcome | null => {
+      const { outcome, id } = rows[i]!
+      switch (outcome) {
+        case 'created':
+        case 'replayed':
+          return { outcome, book: { ...bookFields(call.book), id: Number(id) } }
+        case 'conflict':
+          return null
+        default:
+          return { outcome }
+      }
     })
+    // Keys another instance stored while this statement ran: read afresh, each is then known
+    const conflicts = calls.filter((_, i) => answers[i] === null)
+    if (conflicts.length > 0) {
+      const { rows: stored } = await query<StoredKey>(STORED_KEYS, [conflicts.map((c) => c.key!.key)])
+      const byKey = new Map(stored.map((row) => [row.key, row]))
+      calls.forEach((call, i) => {
+        if (answers[i] === null) answers[i] = knownKey(call, byKey.get(call.key!.key))
+      })
+    }
+    return answers as CreateOutcome[]
   })
+  // Keys of creates in flight in this instance; a statement never holds one key twice
+  const keysInFlight = new Set<string>()
 
   const updates = batched<{ id: string, patch: BookPatch }, Book | null>(async (calls) => {
     const answers = new Array<Book | null>(calls.length)
@@ -134,7 +240,30 @@ export function createBooksRepository (pg: PostgresDb) {
   })
 
   return {
-    create: (book: BookCreate): Promise<Book> => creates.load(book),
+    /**
+     * Stores `book`, once per idempotency key: a repeat of a stored key with the same book answers
+     * the first create again (`replayed`, nothing stored), with another book `mismatch`; a key
+     * whose create is still running, here or in another instance, is `busy`.
+     */
+    async create (book: BookCreate, key?: string): Promise<CreateOutcome> {
+      if (key === undefined) return creates.load({ book })
+      if (keysInFlight.has(key)) return { outcome: 'busy' }
+      keysInFlight.add(key)
+      try {
+        return await creates.load({ book, key: { key, fingerprint: fingerprint(book) } })
+      } finally {
+        keysInFlight.delete(key)
+      }
+    },
+
+    /**
+     * Removes up to `limit` keys older than `retentionSeconds`, oldest first, in one short
+     * transaction; answers how many.
+     */
+    async sweepKeys (retentionSeconds: number, limit: number): Promise<number> {
+      const { rowCount } = await query(SWEEP_KEYS, [retentionSeconds, limit])
+      return rowCount ?? 0
+    },
 
     find: (id: string): Promise<Book | null> => finds.load(id),
 

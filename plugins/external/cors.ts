@@ -37,7 +37,7 @@ export default fp(async function cors (fastify) {
   await fastify.register(fastifyCors, {
     origin: (origin, callback) => callback(null, origin !== undefined && origins.has(origin)),
     methods: [...METHODS],
-    allowedHeaders: ['Authorization', 'Content-Type'],
+    allowedHeaders: ['Authorization', 'Content-Type', 'Idempotency-Key'],
     // The request id matches a response to its log line; Retry-After comes with a 429
     exposedHeaders: ['X-Request-Id', 'Retry-After'],
     // Chromium caps a cached preflight at 2 hours

@@ -1,21 +1,45 @@
-import type { Pool, QueryConfig, QueryResult, QueryResultRow } from 'pg'
+import type { Pool, PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg'
 import { BEGIN_BOUNDED } from './time-bounds.js'
 
 // A lost connection fails the client's pending queries, which is how the caller learns of it; it
 // also emits `error` on the client, which would end the process with no listener
 function ignoreClientError () {}
 
+/** SQLSTATE read_only_sql_transaction: what a standby answers to a write. */
+export const READ_ONLY_SQLSTATE = '25006'
+
+/** A connection that reached a standby: answered like a lost connection (src/db/unavailable.ts). */
+export class StandbyConnectionError extends Error {
+  readonly code = READ_ONLY_SQLSTATE
+  constructor () {
+    super('the database server is a standby (read-only)')
+  }
+}
+
+/**
+ * Connections known to reach a primary. A server becomes a standby only through a restart,
+ * which ends its connections, so each connection is checked once, in its first transaction.
+ */
+const onPrimary = new WeakSet<PoolClient>()
+const IS_STANDBY = 'SELECT pg_is_in_recovery() AS standby'
+
 /**
  * One statement, in a transaction of its own that bounds it on the server (`BEGIN_BOUNDED`).
- * The three commands are written together on a pipelining connection (the pool's
- * `pipeline: true`): one round trip, as for the bare statement. Any failure discards the
- * connection, as `pool.query` does: after a client-side timeout its statement may still run.
+ * The commands are written together on a pipelining connection (the pool's `pipeline: true`):
+ * one round trip, as for the bare statement. A new connection asks in the same write whether it
+ * reached a standby (behind a load balancer during a failover, it may): a read there would
+ * answer from a server that is behind or about to be replaced, and a write fails with 25006.
+ * Any failure discards the connection, as `pool.query` does: after a client-side timeout its
+ * statement may still run.
  */
 export async function boundedQuery<R extends QueryResultRow> (pool: Pool, query: QueryConfig): Promise<QueryResult<R>> {
   const client = await pool.connect()
   client.on('error', ignoreClientError)
   try {
-    const [, result] = await Promise.all([client.query(BEGIN_BOUNDED), client.query<R>(query), client.query('COMMIT')])
+    const checking = onPrimary.has(client) ? null : client.query<{ standby: boolean }>(IS_STANDBY)
+    const [check, , result] = await Promise.all([checking, client.query(BEGIN_BOUNDED), client.query<R>(query), client.query('COMMIT')])
+    if (check?.rows[0]?.standby === true) throw new StandbyConnectionError()
+    onPrimary.add(client)
     client.off('error', ignoreClientError)
     client.release()
     return result

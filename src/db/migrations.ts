@@ -18,5 +18,19 @@ export const migrations: readonly Migration[] = [
       author text NOT NULL,
       year integer NOT NULL
     )`
+  },
+  {
+    version: 2,
+    name: 'create idempotency keys',
+    // A key and the book it created, written in the transaction of the book (no foreign key: a
+    // deleted book keeps its key, so a late retry is answered, not stored again). The index on
+    // created_at lets the sweep find expired keys oldest first without scanning the table.
+    sql: `CREATE TABLE idempotency_keys (
+      key text PRIMARY KEY,
+      fingerprint bytea NOT NULL,
+      book_id bigint NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at)`
   }
 ]

@@ -16,6 +16,10 @@ export const DATABASE_CALL_BOUND_MS = CONNECT_TIMEOUT_MS + STATEMENT_TIMEOUT_MS
  * Not startup parameters or session `SET`s: behind a pooler in transaction mode (PgBouncer) a
  * session is shared by whoever comes next, and PgBouncer refuses startup parameters it does not
  * know. A transaction left open by a client that went away is ended after the same bound.
+ *
+ * READ COMMITTED is PostgreSQL's default; written out because the statements rely on it (each
+ * statement sees what committed before it, a row lock waits rather than fails) and a server's
+ * `default_transaction_isolation` may say otherwise.
  */
-export const BEGIN_BOUNDED = `BEGIN; SET LOCAL statement_timeout = ${STATEMENT_TIMEOUT_MS}; ` +
+export const BEGIN_BOUNDED = `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = ${STATEMENT_TIMEOUT_MS}; ` +
   `SET LOCAL idle_in_transaction_session_timeout = ${STATEMENT_TIMEOUT_MS}`

@@ -1,11 +1,12 @@
 /**
  * SQLSTATE classes and socket codes that mean "the database cannot serve us right now", as
  * opposed to a bug in a query: 08 connection exception, 53 insufficient resources, 57P0x
- * operator intervention (shutdown, terminated backend), 57014 statement timeout, and what a
- * new connection can be refused with: 55000 (database not accepting connections), 3D000
- * (database gone), 28 (credentials no longer accepted).
+ * operator intervention (shutdown, terminated backend), 57014 statement timeout, 25006 a
+ * read-only server (a standby, or a primary being demoted: during a failover, the connection
+ * reached the wrong server), and what a new connection can be refused with: 55000 (database not
+ * accepting connections), 3D000 (database gone), 28 (credentials no longer accepted).
  */
-const UNAVAILABLE_SQLSTATE = /^(08|53|57P0|57014|55000|3D000|28)/
+const UNAVAILABLE_SQLSTATE = /^(08|53|57P0|57014|25006|55000|3D000|28)/
 const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE'])
 // node-postgres raises these without a code when a connection dies, cannot be made in time (pool
 // or client) or stops answering (query_timeout)

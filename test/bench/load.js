@@ -5,6 +5,7 @@
  * the rounds, and putting the table back between runs.
  */
 const { execFileSync, spawn, spawnSync } = require('node:child_process')
+const { randomUUID } = require('node:crypto')
 const fs = require('node:fs')
 const path = require('node:path')
 const { ROOT, USERNAME, PASSWORD, admin } = require('./common.js')
@@ -63,6 +64,30 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.body = ${luaString(BOOK_BODY)}`,
     autocannon: (token) => ({
       method: 'POST', path: '/book', headers: { authorization: token, 'content-type': 'application/json' }, body: BOOK_BODY
+    })
+  },
+  {
+    // Every request with a key of its own: what a client that retries safely pays
+    name: 'POST /book, Idempotency-Key',
+    mutates: true,
+    lua: `wrk.method = "POST"
+wrk.path = "/book"
+wrk.headers["Authorization"] = token
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = ${luaString(BOOK_BODY)}
+local prefix = nil
+local sent = 0
+request = function ()
+  -- Keys of each run and thread apart: the start time and the thread's number
+  prefix = prefix or (os.time() .. "-" .. thread_number)
+  sent = sent + 1
+  wrk.headers["Idempotency-Key"] = '"' .. prefix .. "-" .. sent .. '"'
+  return wrk.format()
+end`,
+    autocannon: (token) => ({
+      method: 'POST',
+      headers: { authorization: token, 'content-type': 'application/json' },
+      setupRequest: (req) => ({ ...req, body: BOOK_BODY, headers: { ...req.headers, 'idempotency-key': `"${randomUUID()}"` } })
     })
   },
   {
@@ -132,6 +157,10 @@ async function resetTable (dbUrl) {
   await admin(async (client) => {
     await client.query('DELETE FROM books WHERE id > $1', [BOOKS])
     await client.query('VACUUM ANALYZE books')
+    // The service's alone: the reference server keeps no keys
+    if ((await client.query("SELECT to_regclass('idempotency_keys') IS NOT NULL AS present")).rows[0].present) {
+      await client.query('TRUNCATE idempotency_keys')
+    }
   }, dbUrl)
 }
 

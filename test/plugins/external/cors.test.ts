@@ -67,7 +67,7 @@ t.test('a listed origin', async (t) => {
       t.equal(response.body, '')
       t.equal(response.headers['access-control-allow-origin'], origin)
       t.equal(response.headers['access-control-allow-methods'], 'GET, HEAD, POST, PUT, DELETE')
-      t.equal(response.headers['access-control-allow-headers'], 'Authorization, Content-Type')
+      t.equal(response.headers['access-control-allow-headers'], 'Authorization, Content-Type, Idempotency-Key')
       t.equal(response.headers['access-control-max-age'], '7200')
       t.notOk('access-control-allow-credentials' in response.headers, 'no credentials: the token is a header, not a cookie')
       t.match(response.headers.vary, /origin/i, 'Vary: Origin for caches')

@@ -225,6 +225,22 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
       400, Message.InvalidInput)
     conforms(t, 'POST /book', await withToken({ method: 'POST', url: '/book', payload: { ...BOOK, title: 'x'.repeat(70_000) } }),
       413, Message.PayloadTooLarge)
+
+    // The Idempotency-Key header: documented, and each of its answers
+    const header = (operation(dereferenced, 'POST /book').parameters as Array<Record<string, any>>)
+      .find((parameter) => parameter.in === 'header' && parameter.name === 'idempotency-key')
+    t.match(header, { required: false, schema: { type: 'string' } }, 'the header is a documented optional parameter')
+    const keyFits = (value: string) => ajv.validate(header!.schema, value) as boolean
+    const keyed = (key: string, payload: object = BOOK) => withToken({ method: 'POST', url: '/book', headers: { 'idempotency-key': key }, payload })
+    t.ok(keyFits('"documented"') && keyFits('documented'), 'both forms of a key fit the documented header')
+    conforms(t, 'POST /book', await keyed('"documented"'), 201, Message.BookCreated)
+    conforms(t, 'POST /book', await keyed('documented'), 201, Message.BookCreated)
+    conforms(t, 'POST /book', await keyed('"documented"', { ...BOOK, year: 1 }), 422, Message.IdempotencyKeyReused)
+    const [first, second] = await Promise.all([keyed('"twice at once"'), keyed('"twice at once"')])
+    conforms(t, 'POST /book', first, 201, Message.BookCreated)
+    conforms(t, 'POST /book', second, 409, Message.IdempotencyKeyInProgress)
+    t.notOk(keyFits('""'), 'an empty key does not fit')
+    conforms(t, 'POST /book', await keyed('""'), 400, Message.InvalidInput)
     conforms(t, 'POST /book', await withToken({
       method: 'POST', url: '/book', headers: { 'content-type': 'text/plain' }, payload: JSON.stringify(BOOK)
     }), 415, Message.UnsupportedMediaType)

@@ -22,6 +22,7 @@ t.test('the SQLSTATEs of a lost, overloaded, stopping or refusing database count
     ['57P04', 'database dropped'],
     ['57P05', 'idle session timeout'],
     ['57014', 'statement timeout'],
+    ['25006', 'read-only SQL transaction (a standby, or a demoted primary)'],
     ['55000', 'object not in prerequisite state (not accepting connections)'],
     ['3D000', 'invalid catalog name (database gone)'],
     ['28000', 'invalid authorization specification'],
@@ -44,6 +45,8 @@ t.test('the SQLSTATEs of a wrong query or wrong data do not', async (t) => {
     ['57000', 'operator intervention, not a shutdown'],
     ['57P', 'a truncated code'],
     ['55P03', 'lock not available'],
+    ['25P02', 'in failed SQL transaction (same class as read-only)'],
+    ['25001', 'active SQL transaction'],
     ['3D001', 'no such SQLSTATE, close to 3D000'],
     ['XX000', 'internal error'],
     ['', 'an empty code']
