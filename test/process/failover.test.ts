@@ -89,7 +89,7 @@ t.test('the primary killed under load: 503s within the bound, served again withi
     `${Math.round(writableAt - killedAt)} ms, in HAProxy's rotation after ${inRotationAfter} ms (its checks: within ` +
     `${checkTimings(fs.readFileSync(HAPROXY_POSTGRES_CONFIG, 'utf8')).markedUpWithin} ms of the promotion); ` +
     `the service unavailable for ${Math.round(recovered - killedAt)} ms, serving again ${Math.round(recovered - writableAt)} ms ` +
-    `after the promotion; first failure ${Math.round(Math.min(...failed.map((attempt) => attempt.sentAt)) - killedAt)} ms after the kill; ` +
+    `after the promotion; the first failure answered ${Math.round(Math.min(...failed.map((attempt) => attempt.endedAt)) - killedAt)} ms after the kill; ` +
     `slowest answer ${slowest} ms`)
   t.ok(failed.every((attempt) => attempt.sentAt >= killedAt - 100), 'nothing failed before the kill')
   t.ok(recovered - writableAt <= SERVES_AGAIN_WITHIN_MS,
