@@ -56,7 +56,8 @@ async function pollUntil<T> (find: () => Promise<T | undefined>, ms: number, lab
  * HAProxy sends connections to the primary. Passwords are new for each topology.
  */
 export async function startHaTopology ({ nodes: count = 2 }: { nodes?: number } = {}): Promise<HaTopology> {
-  const passwords = { superuser: randomBytes(12).toString('hex'), replication: randomBytes(12).toString('hex') }
+  const password = () => randomBytes(12).toString('hex')
+  const passwords = { superuser: password(), replication: password(), rewind: password() }
   const dir = postgresDirectory('bookkeeping-patroni-')
   const started: Array<{ stop: () => Promise<void>, output: () => string }> = []
   const stop = async () => {

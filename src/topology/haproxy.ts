@@ -100,7 +100,8 @@ function serverStates (csv: string, backend: string): Record<string, string> {
   const [proxy, server, status] = ['pxname', 'svname', 'status'].map((name) => columns.indexOf(name)) as [number, number, number]
   const states: Record<string, string> = {}
   for (const fields of rows.map((row) => row.split(','))) {
-    if (fields[proxy] === backend && fields[server] !== 'BACKEND') states[fields[server]!] = fields[status]!
+    // A `listen` section is a frontend and a backend of the same name: servers only
+    if (fields[proxy] === backend && fields[server] !== 'BACKEND' && fields[server] !== 'FRONTEND') states[fields[server]!] = fields[status]!
   }
   return states
 }

@@ -18,6 +18,7 @@ export const PATRONI_CONFIG = path.join(PROJECT_ROOT, 'docs', 'deploy', 'patroni
 export interface PatroniPasswords {
   superuser: string
   replication: string
+  rewind: string
 }
 
 export interface PatroniNode {
@@ -86,7 +87,8 @@ export async function startPatroniNode (
       PATRONI_POSTGRESQL_PGPASS: path.join(dir, `${name}.pgpass`),
       PATRONI_ETCD3_HOSTS: etcdHost,
       PATRONI_SUPERUSER_PASSWORD: passwords.superuser,
-      PATRONI_REPLICATION_PASSWORD: passwords.replication
+      PATRONI_REPLICATION_PASSWORD: passwords.replication,
+      PATRONI_REWIND_PASSWORD: passwords.rewind
     },
     user: postgresUser()
   }))

@@ -56,7 +56,7 @@ t.test('the service led to a hot standby: GET and POST 503, no connection kept; 
   const id = (created.body as { data: { id: number } }).data.id
 
   // The standby has the book: a read there would answer 200, stale or not
-  const { rows: [{ lsn }] } = await admin.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')
+  const { lsn } = (await admin.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')).rows[0]!
   const onStandby = await pgClient(t, standby.url('bookkeeping'))
   await waitUntil(async () => (await onStandby.query<{ replayed: boolean }>(
     'SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn AS replayed', [lsn])).rows[0]!.replayed, 10_000, 'the standby to replay the book')
