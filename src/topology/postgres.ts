@@ -100,6 +100,17 @@ function alive (pid: number): boolean {
   return stat !== undefined && stat.state !== 'Z'
 }
 
+/** The POSIX shared memory segments (dynamic_shared_memory_type posix) process `pid` has mapped. */
+function sharedMemorySegments (pid: number): string[] {
+  try {
+    return fs.readFileSync(`/proc/${pid}/maps`, 'utf8').split('\n')
+      .map((line) => /\s(\/dev\/shm\/PostgreSQL\.\d+)(?: \(deleted\))?$/.exec(line)?.[1])
+      .filter((file): file is string => file !== undefined)
+  } catch {
+    return []
+  }
+}
+
 /**
  * SIGKILLs the postmaster of `dataDir` and every process it started, as when the machine dies:
  * no shutdown, no last WAL written. Each of its children leads a session of its own, so they
@@ -109,6 +120,7 @@ export async function killPostmaster (dataDir: string): Promise<void> {
   const pid = postmasterPid(dataDir)
   if (pid === undefined || !alive(pid)) return
   const pids = [pid, ...childrenOf(pid)]
+  const segments = new Set(pids.flatMap(sharedMemorySegments))
   for (const one of pids) {
     try {
       process.kill(one, 'SIGKILL')
@@ -120,6 +132,8 @@ export async function killPostmaster (dataDir: string): Promise<void> {
     if (waited > 5000) throw new Error(`postgres processes ${pids.filter(alive).join(', ')} outlived SIGKILL by 5 s`)
     await new Promise((resolve) => setTimeout(resolve, 10))
   }
+  // A server that exits removes these itself; a killed one leaves them (until its next start)
+  for (const segment of segments) fs.rmSync(segment, { force: true })
 }
 
 export interface PostgresServer {
