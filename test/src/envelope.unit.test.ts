@@ -35,6 +35,8 @@ t.test('Message holds then exactly these texts for what the spec leaves open, an
     ['TooManyRequests', 'Too many requests'],
     ['UnsupportedMediaType', 'Unsupported media type'],
     ['ExpectationFailed', 'Expectation failed'],
+    ['IdempotencyKeyInProgress', 'A request with this idempotency key is in progress'],
+    ['IdempotencyKeyReused', 'Idempotency key already used with a different body'],
     ['HeadersTooLarge', 'Request header fields too large'],
     ['InternalServerError', 'Internal server error'],
     ['ServiceUnavailable', 'Service unavailable'],
