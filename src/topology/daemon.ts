@@ -29,6 +29,11 @@ export interface Launch {
    * caller that stops it itself, in its own order (npm run cluster).
    */
   detached?: boolean
+  /**
+   * Another user to run it as (the caller must be root): PostgreSQL and Patroni refuse to run
+   * as root. Node drops root's supplementary groups with it.
+   */
+  user?: { uid: number, gid: number }
 }
 
 function accepts (port: number, host: string): Promise<boolean> {
@@ -44,8 +49,8 @@ function exited (child: ChildProcess): Promise<void> {
   return new Promise((resolve) => child.once('exit', () => resolve()))
 }
 
-async function launchOnce (label: string, port: number, { command, args, env, host = '127.0.0.1', detached }: Launch): Promise<Daemon> {
-  const child = spawn(command, args, { env, detached, stdio: ['ignore', 'pipe', 'pipe'] })
+async function launchOnce (label: string, port: number, { command, args, env, host = '127.0.0.1', detached, user }: Launch): Promise<Daemon> {
+  const child = spawn(command, args, { env, detached, ...user, stdio: ['ignore', 'pipe', 'pipe'] })
   let output = ''
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })

@@ -10,11 +10,12 @@ import path from 'node:path'
 const SEARCH_PATH = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/sbin', '/usr/bin']
 
 function findCommand (command: string): string | undefined {
+  if (path.isAbsolute(command)) return fs.existsSync(command) ? command : undefined
   return SEARCH_PATH.map((dir) => path.join(dir, command)).find((file) => fs.existsSync(file))
 }
 
 /**
- * The path of `command`, after installing Debian's `pkg` with apt-get if it is missing. Test
+ * The path of `command` (a name looked up in PATH and sbin, or an absolute path), after installing Debian's `pkg` with apt-get if it is missing. Test
  * files run in parallel: installs take turns on a lock file (flock, from util-linux), and each
  * looks again once it has the lock.
  */

@@ -1,7 +1,9 @@
 /**
  * HAProxy in front of the instances of the service, started with docs/deploy/haproxy.cfg as it
- * is: the file reads what depends on the machine (where HAProxy listens, where the instances
- * are, the runtime API's socket) from environment variables, and these are set here.
+ * is, and HAProxy in front of PostgreSQL nodes managed by Patroni, started with
+ * docs/deploy/haproxy-postgres.cfg as it is: each file reads what depends on the machine (where
+ * HAProxy listens, where the servers are, the runtime API's socket) from environment variables,
+ * and these are set here.
  */
 import fs from 'node:fs'
 import net from 'node:net'
@@ -66,7 +68,7 @@ export function checkTimings (config = fs.readFileSync(HAPROXY_CONFIG, 'utf8')):
 
 export interface Haproxy {
   port: number
-  /** HAProxy's state of each instance by server name (`app1`: `UP`, `DOWN`, `DOWN 1/2`, ...). */
+  /** HAProxy's state of each server by name (`app1`: `UP`, `DOWN`, `DOWN 1/2`, ...). */
   states: () => Promise<Record<string, string>>
   /**
    * Resolves with the milliseconds it took once HAProxy has the instance at `index` (0-based)
@@ -91,42 +93,47 @@ function runtimeApi (socketPath: string, command: string): Promise<string> {
   })
 }
 
-/** The `status` of each server of the `instances` backend in the CSV of `show stat`. */
-function serverStates (csv: string): Record<string, string> {
+/** The `status` of each server of `backend` in the CSV of `show stat`. */
+function serverStates (csv: string, backend: string): Record<string, string> {
   const [header, ...rows] = csv.trim().split('\n')
   const columns = (header ?? '').replace(/^# /, '').split(',')
   const [proxy, server, status] = ['pxname', 'svname', 'status'].map((name) => columns.indexOf(name)) as [number, number, number]
   const states: Record<string, string> = {}
   for (const fields of rows.map((row) => row.split(','))) {
-    if (fields[proxy] === 'instances' && fields[server] !== 'BACKEND') states[fields[server]!] = fields[status]!
+    // A `listen` section is a frontend and a backend of the same name: servers only
+    if (fields[proxy] === backend && fields[server] !== 'BACKEND' && fields[server] !== 'FRONTEND') states[fields[server]!] = fields[status]!
   }
   return states
 }
 
+/** HAProxy running one of the files of docs/deploy/, its servers' states read from its runtime API. */
+interface RunningHaproxy extends Omit<Haproxy, 'waitFor'> {
+  /** Resolves with the milliseconds it took once HAProxy has `server` `UP` or `DOWN`; rejects after `ms`. */
+  waitFor: (server: string, state: 'UP' | 'DOWN', ms: number) => Promise<number>
+}
+
 /**
- * Starts HAProxy (installing Debian's package when it is missing) in front of `instances`
- * (`host:port` each, one to three), listening on `host`:`port`, or on a free loopback port.
- * It runs in the foreground (`-db`), as the user that starts it, with its runtime API on a unix
- * socket in a directory of its own. `detached`: see `Launch` in daemon.ts.
+ * Starts HAProxy (installing Debian's package when it is missing) with `config` as it is and
+ * `env` as the whole environment it reads, plus where to listen (`bindVariable`) and its
+ * runtime API's socket (BOOKKEEPING_STATS_SOCKET, in a directory of its own). It runs in the
+ * foreground (`-db`), as the user that starts it.
  */
-export async function startHaproxy (
-  { instances, host = '127.0.0.1', port, detached = false }: { instances: string[], host?: string, port?: number, detached?: boolean }
-): Promise<Haproxy> {
-  if (instances.length < 1 || instances.length > MAX_INSTANCES) {
-    throw new Error(`${HAPROXY_CONFIG} has server lines for 1 to ${MAX_INSTANCES} instances, not ${instances.length}`)
-  }
+async function runHaproxy (
+  { config, backend, bindVariable, env, host, port, detached }:
+  { config: string, backend: string, bindVariable: string, env: Record<string, string>, host: string, port?: number, detached: boolean }
+): Promise<RunningHaproxy> {
   const binary = ensureCommand('haproxy', 'haproxy')
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bookkeeping-haproxy-'))
   const statsSocket = path.join(dir, 'stats.sock')
   const launch = (chosen: number) => ({
     command: binary,
-    args: ['-db', '-f', HAPROXY_CONFIG],
-    // Only what the file reads: an INSTANCE_2 left in the caller's environment must not add a server
+    args: ['-db', '-f', config],
+    // Only what the file reads: a variable left in the caller's environment must not add a server
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
-      BOOKKEEPING_BIND: `${host}:${chosen}`,
+      [bindVariable]: `${host}:${chosen}`,
       BOOKKEEPING_STATS_SOCKET: statsSocket,
-      ...Object.fromEntries(instances.map((address, i) => [`INSTANCE_${i + 1}`, address]))
+      ...env
     },
     // The readiness probe of startDaemon connects here: any local address when bound to all
     host: host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host,
@@ -141,16 +148,16 @@ export async function startHaproxy (
     }
     await new Promise((resolve) => setTimeout(resolve, 10))
   }
-  const states = async () => serverStates(await runtimeApi(statsSocket, 'show stat'))
+  const states = async () => serverStates(await runtimeApi(statsSocket, 'show stat'), backend)
   return {
     port: daemon.port,
     states,
-    async waitFor (index, state, ms) {
+    async waitFor (server, state, ms) {
       const started = performance.now()
       for (;;) {
-        if ((await states())[serverName(index)] === state) return Math.round(performance.now() - started)
+        if ((await states())[server] === state) return Math.round(performance.now() - started)
         if (performance.now() - started > ms) {
-          throw new Error(`HAProxy did not have ${serverName(index)} ${state} within ${ms} ms: ${JSON.stringify(await states())}`)
+          throw new Error(`HAProxy did not have ${server} ${state} within ${ms} ms: ${JSON.stringify(await states())}`)
         }
         await new Promise((resolve) => setTimeout(resolve, 25))
       }
@@ -159,6 +166,71 @@ export async function startHaproxy (
     async stop () {
       await daemon.stop()
       fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }
+}
+
+/**
+ * Starts HAProxy with docs/deploy/haproxy.cfg in front of `instances` (`host:port` each, one to
+ * three), listening on `host`:`port`, or on a free loopback port. `detached`: see `Launch` in
+ * daemon.ts.
+ */
+export async function startHaproxy (
+  { instances, host = '127.0.0.1', port, detached = false }: { instances: string[], host?: string, port?: number, detached?: boolean }
+): Promise<Haproxy> {
+  if (instances.length < 1 || instances.length > MAX_INSTANCES) {
+    throw new Error(`${HAPROXY_CONFIG} has server lines for 1 to ${MAX_INSTANCES} instances, not ${instances.length}`)
+  }
+  const running = await runHaproxy({
+    config: HAPROXY_CONFIG,
+    backend: 'instances',
+    bindVariable: 'BOOKKEEPING_BIND',
+    env: Object.fromEntries(instances.map((address, i) => [`INSTANCE_${i + 1}`, address])),
+    host,
+    port,
+    detached
+  })
+  return { ...running, waitFor: (index, state, ms) => running.waitFor(serverName(index), state, ms) }
+}
+
+export const HAPROXY_POSTGRES_CONFIG = path.join(PROJECT_ROOT, 'docs', 'deploy', 'haproxy-postgres.cfg')
+
+/** docs/deploy/haproxy-postgres.cfg has server lines for this many PostgreSQL nodes (PG_NODE_1 to PG_NODE_3). */
+export const MAX_POSTGRES_NODES = 3
+
+/** HAProxy's name of the server line of PostgreSQL node `index` (0-based): pg1, pg2, pg3. */
+export const postgresServerName = (index: number) => `pg${index + 1}`
+
+export interface PostgresHaproxy extends RunningHaproxy {
+  /** `postgres://` URL of `database` through HAProxy, as `user` with `password`. */
+  url: (database: string, user: string, password: string) => string
+}
+
+/**
+ * Starts HAProxy with docs/deploy/haproxy-postgres.cfg on a free loopback port, in front of
+ * PostgreSQL `nodes` (one to three) managed by Patroni: it sends connections to the node whose
+ * Patroni REST API (on `apiPort`) answers `GET /primary` with 200.
+ */
+export async function startPostgresHaproxy (
+  { nodes }: { nodes: Array<{ address: string, apiPort: number }> }
+): Promise<PostgresHaproxy> {
+  if (nodes.length < 1 || nodes.length > MAX_POSTGRES_NODES) {
+    throw new Error(`${HAPROXY_POSTGRES_CONFIG} has server lines for 1 to ${MAX_POSTGRES_NODES} nodes, not ${nodes.length}`)
+  }
+  const running = await runHaproxy({
+    config: HAPROXY_POSTGRES_CONFIG,
+    backend: 'postgres',
+    bindVariable: 'POSTGRES_BIND',
+    env: Object.fromEntries(nodes.flatMap(({ address, apiPort }, i) => [
+      [`PG_NODE_${i + 1}`, address], [`PG_NODE_${i + 1}_CHECK_PORT`, String(apiPort)]
+    ])),
+    host: '127.0.0.1',
+    detached: false
+  })
+  return {
+    ...running,
+    url (database, user, password) {
+      return `postgres://${encodeURIComponent(user)}:${encodeURIComponent(password)}@127.0.0.1:${running.port}/${encodeURIComponent(database)}`
     }
   }
 }

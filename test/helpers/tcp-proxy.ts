@@ -1,7 +1,8 @@
 /**
  * A TCP proxy between the service and PostgreSQL, to break the network under a running service
  * with real sockets: `cut()` (connections reset, new ones refused), `blackhole()` (every byte
- * swallowed, nothing refused) and `restore()`. Everything it opened is closed when the test ends.
+ * swallowed, nothing refused), `restore()`, and `retarget()` (to another server). Everything it
+ * opened is closed when the test ends.
  */
 import { connect, createServer, type Server, type Socket } from 'node:net'
 import type { Test } from 'tap'
@@ -32,7 +33,7 @@ export class TcpProxy {
   readonly #sockets = new Set<Socket>()
   readonly #server: Server
 
-  private constructor (readonly port: number, readonly targetHost: string, readonly targetPort: number, server: Server) {
+  private constructor (readonly port: number, readonly targetHost: string, public targetPort: number, server: Server) {
     this.#server = server
   }
 
@@ -89,6 +90,17 @@ export class TcpProxy {
     await this.#destroyLinks((link) => link.broken || link.upstream === null)
     this.mode = 'forward'
     if (!this.listening) await listen(this.#server, this.port)
+  }
+
+  /**
+   * Resets every open connection and forwards new ones to `targetPort` from now on: as when the
+   * address the service connects to comes to lead to another server (a moved virtual address,
+   * a balancer sending to a standby).
+   */
+  async retarget (targetPort: number): Promise<void> {
+    this.#assertOpen()
+    await this.#destroyLinks(() => true)
+    this.targetPort = targetPort
   }
 
   /** Stops listening and destroys every socket. */

@@ -1,6 +1,6 @@
 /**
- * The deployment examples of docs/deploy/ hold together: HAProxy accepts its file for one to
- * three instances and has exactly those servers, and every stop sequence leaves HAProxy time to
+ * The deployment examples of docs/deploy/ hold together: HAProxy accepts its files for one to
+ * three instances (or PostgreSQL nodes) and has exactly those servers, Patroni accepts its file, and every stop sequence leaves HAProxy time to
  * take an instance out (SHUTDOWN_DELAY_MS above its checks' 1.25 s) and the instance time to
  * finish (the stop timeout above the delay plus fastify start's grace). What systemd itself can
  * check of the unit is checked by `systemd-analyze verify`.
@@ -13,7 +13,11 @@ import t from 'tap'
 import { CLUSTER_SHUTDOWN_DELAY_MS } from '../../src/cluster.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 import { ensureCommand } from '../../src/topology/debian-package.js'
-import { HAPROXY_CONFIG, MAX_INSTANCES, checkTimings, serverName, startHaproxy } from '../../src/topology/haproxy.js'
+import {
+  HAPROXY_CONFIG, HAPROXY_POSTGRES_CONFIG, MAX_INSTANCES, MAX_POSTGRES_NODES, checkTimings, postgresServerName, serverName,
+  startHaproxy, startPostgresHaproxy
+} from '../../src/topology/haproxy.js'
+import { PATRONI_CONFIG } from '../../src/topology/patroni.js'
 import { closedPort } from '../helpers/service.js'
 
 const DEPLOY = path.join(PROJECT_ROOT, 'docs', 'deploy')
@@ -87,4 +91,51 @@ t.test('the Kubernetes example: probes, delay, and a grace period that covers th
   t.match(manifest, /readinessProbe:\s+httpGet:\s+path: \/health\/ready/, 'readiness on /health/ready')
   t.match(manifest, /livenessProbe:\s+httpGet:\s+path: \/health\/live/, 'liveness on /health/live')
   t.notMatch(manifest, /^\s*preStop:/m, 'no preStop hook')
+})
+
+t.test('HAProxy for PostgreSQL has one server per PG_NODE_n given, checked on Patroni\'s GET /primary', async (t) => {
+  const haproxy = ensureCommand('haproxy', 'haproxy')
+  const bind = `127.0.0.1:${await closedPort()}`
+  const check = (env: Record<string, string>) => spawnSync(haproxy, ['-c', '-f', HAPROXY_POSTGRES_CONFIG], {
+    env: { PATH: process.env.PATH, POSTGRES_BIND: bind, ...env }, encoding: 'utf8'
+  })
+  t.not(check({}).status, 0, 'without PG_NODE_1 the file is refused, not run without servers')
+  for (let count = 1; count <= MAX_POSTGRES_NODES; count++) {
+    // Nodes where nothing listens: the servers are there, and down
+    const nodes = await Promise.all(Array.from({ length: count }, async () =>
+      ({ address: `127.0.0.1:${await closedPort()}`, apiPort: await closedPort() })))
+    const result = check(Object.fromEntries(nodes.flatMap(({ address, apiPort }, i) =>
+      [[`PG_NODE_${i + 1}`, address], [`PG_NODE_${i + 1}_CHECK_PORT`, String(apiPort)]])))
+    t.equal(result.status, 0, `haproxy -c accepts it with ${count} node(s): ${result.stdout}${result.stderr}`)
+    const running = await startPostgresHaproxy({ nodes })
+    try {
+      t.strictSame(Object.keys(await running.states()), nodes.map((_, i) => postgresServerName(i)), `servers with ${count} node(s)`)
+    } finally {
+      await running.stop()
+    }
+  }
+  const config = read('haproxy-postgres.cfg')
+  t.match(config, /^\s*option httpchk GET \/primary$/m, 'only the primary answers the check with 200')
+  t.match(config, /on-marked-down shutdown-sessions/, 'connections to a node taken out are cut')
+  const { markedDownWithin, markedUpWithin } = checkTimings(config)
+  t.ok(markedDownWithin <= 2000 && markedUpWithin <= 2000, `a node out within ${markedDownWithin} ms, in within ${markedUpWithin} ms`)
+})
+
+t.test('Patroni accepts its file (with the variables the scripts set), with timings it allows', async (t) => {
+  const patroni = ensureCommand('patroni', 'patroni')
+  const config = read('patroni.yml')
+  const setting = (key: string) => Number(new RegExp(`^\\s+${key}: (\\d+)$`, 'm').exec(config)?.[1])
+  const [ttl, loopWait, retryTimeout] = [setting('ttl'), setting('loop_wait'), setting('retry_timeout')]
+  t.ok(loopWait + 2 * retryTimeout <= ttl, `loop_wait + 2 x retry_timeout (${loopWait} + 2 x ${retryTimeout}) <= ttl (${ttl})`)
+  t.match(config, /^\s+synchronous_mode: true$/m, 'a commit is acknowledged once the standby has it')
+  // The example's ports may be taken on this machine (5432 is): the scripts' own come from the environment
+  const result = spawnSync(patroni, ['--validate-config', PATRONI_CONFIG], {
+    env: {
+      PATH: process.env.PATH,
+      PATRONI_POSTGRESQL_LISTEN: `127.0.0.1:${await closedPort()}`,
+      PATRONI_RESTAPI_LISTEN: `127.0.0.1:${await closedPort()}`
+    },
+    encoding: 'utf8'
+  })
+  t.strictSame({ status: result.status, output: `${result.stdout}${result.stderr}`.trim() }, { status: 0, output: '' }, 'patroni --validate-config finds nothing')
 })
