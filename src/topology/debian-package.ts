@@ -15,9 +15,9 @@ function findCommand (command: string): string | undefined {
 }
 
 /**
- * The path of `command` (a name looked up in PATH and sbin, or an absolute path), after installing Debian's `pkg` with apt-get if it is missing. Test
- * files run in parallel: installs take turns on a lock file (flock, from util-linux), and each
- * looks again once it has the lock.
+ * The path of `command` (a name looked up in PATH and sbin, or an absolute path), after
+ * installing Debian's `pkg` with apt-get if it is missing. Test files run in parallel: installs
+ * take turns on a lock file (flock, from util-linux), and each looks again once it has the lock.
  */
 export function ensureCommand (command: string, pkg: string): string {
   const found = findCommand(command)
