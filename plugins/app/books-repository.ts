@@ -123,8 +123,8 @@ const CREATE = `WITH input AS MATERIALIZED (
          FROM input LEFT JOIN free USING (n) LEFT JOIN fresh USING (n) LEFT JOIN created USING (id)
          ORDER BY input.n`
 const STORED_KEYS = 'SELECT key, fingerprint, book_id::text AS id FROM idempotency_keys WHERE key = ANY($1::text[])'
-// A few hundred short transactions a minute at most, each holding its rows' locks for moments;
-// rows another instance's sweep holds are skipped, not waited for
+// One short transaction per batch of expired keys (plugins/app/idempotency-keys-sweep.ts), its
+// row locks held for moments; rows another instance's sweep holds are skipped, not waited for
 const SWEEP_KEYS = `DELETE FROM idempotency_keys WHERE key IN (
            SELECT key FROM idempotency_keys
            WHERE created_at < now() - make_interval(secs => $1)
