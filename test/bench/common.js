@@ -54,8 +54,7 @@ function freePort () {
  * PATH; `env` is added to the environment.
  */
 function serviceCommand (env) {
-  // The script execs its command itself; the `exec` below does that here
-  const start = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts.start.replace(/^exec /, '')
+  const { start } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts
   // BENCH_WORKERS > 1: the same command line, run by that many node:cluster workers
   const workers = Number(process.env.BENCH_WORKERS || 1)
   const command = workers > 1
