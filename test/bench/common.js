@@ -1,5 +1,8 @@
 'use strict'
-/** What test/bench/run.js and test/bench/stream.js share: the service, its database, its clients. */
+/**
+ * What the benchmarks share (test/bench/run.js, topology.js, stream.js): the service, its
+ * database, its clients, and undoing what a run started.
+ */
 const { randomBytes } = require('node:crypto')
 const fs = require('node:fs')
 const http = require('node:http')
@@ -87,6 +90,66 @@ async function stopChild (child, killAfterMs) {
   clearTimeout(timer)
 }
 
+/**
+ * Runs `main(bench)` and undoes what it started, once, when it ends, fails or is interrupted
+ * (SIGINT, SIGTERM, SIGHUP): the child processes given to `bench.track` (SIGTERM, SIGKILL after
+ * 10 s), then what was given to `bench.onCleanup`, last first, then the database of
+ * `bench.createDatabase`. `bench.tmpDir` is a new directory named after `label`, kept: the raw
+ * results are written there. A failure prints its stack and sets exit code 1; after a signal,
+ * the failures of the run being torn down are expected and not printed.
+ */
+function runBenchmark (label, main) {
+  const children = new Set()
+  const stoppers = []
+  let dbName = null
+  let cleaning = null
+  const cleanup = () => {
+    cleaning ??= (async () => {
+      await Promise.all([...children].map((child) => stopChild(child, 10_000)))
+      for (const stop of stoppers.reverse()) await stop().catch((err) => console.error(`bench: ${err.message}`))
+      if (dbName !== null) {
+        await admin((client) => client.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`))
+          .catch((err) => console.error(`bench: could not drop database ${dbName}: ${err.message}`))
+      }
+    })()
+    return cleaning
+  }
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.once(signal, () => {
+      console.error(`\nbench: ${signal}, stopping what the run started and dropping its database`)
+      cleanup().finally(() => process.exit(128 + os.constants.signals[signal]))
+    })
+  }
+  const bench = {
+    tmpDir: fs.mkdtempSync(path.join(os.tmpdir(), `bookkeeping-${label}-`)),
+    track (child) {
+      children.add(child)
+      child.once('exit', () => children.delete(child))
+      return child
+    },
+    onCleanup (stop) {
+      stoppers.push(stop)
+    },
+    /** A new database, dropped at the end: its URL, and the server's version for the header. */
+    async createDatabase () {
+      const name = `bookkeeping_bench_${randomBytes(6).toString('hex')}`
+      await admin((client) => client.query(`CREATE DATABASE ${name}`))
+      dbName = name
+      const pgVersion = await admin(async (client) => (await client.query('SHOW server_version')).rows[0].server_version)
+      return { dbUrl: databaseUrl(name), pgVersion }
+    }
+  }
+  main(bench).then(
+    () => cleanup(),
+    async (err) => {
+      if (cleaning !== null) return
+      console.error(`bench: ${err.stack ?? err}`)
+      await cleanup()
+      process.exitCode = 1
+    }
+  )
+}
+
 /** A small request on a fresh connection; the body is read whole and parsed as JSON when it is JSON. */
 function request (port, method, path, { token, body, timeoutMs = 10_000 } = {}) {
   return new Promise((resolve, reject) => {
@@ -135,6 +198,7 @@ module.exports = {
   freePort,
   serviceCommand,
   stopChild,
+  runBenchmark,
   request,
   issueToken
 }

@@ -19,7 +19,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { setTimeout: sleep } = require('node:timers/promises')
 const {
-  ROOT, USERNAME, PASSWORD, admin, databaseUrl, freePort, serviceCommand, stopChild, request, issueToken
+  ROOT, USERNAME, PASSWORD, admin, freePort, serviceCommand, runBenchmark, request, issueToken
 } = require('./common.js')
 const {
   SECONDS, ROUNDS, ONLY, WARMUP_SECONDS, CONNECTIONS, THREADS, BOOKS, BOOK_BODY, SCENARIOS,
@@ -29,39 +29,6 @@ const {
 const START_TIMEOUT_MS = 20_000
 
 const SECRET = randomBytes(36).toString('base64url') // 48 characters
-
-// --- everything started is recorded here, so that cleanup can undo it -------------------------
-
-const state = {
-  children: new Set(),
-  dbName: null,
-  tmpDir: null,
-  cleaning: null
-}
-
-function cleanup () {
-  state.cleaning ??= (async () => {
-    await Promise.all([...state.children].map((child) => stopChild(child, 10_000)))
-    if (state.dbName !== null) {
-      await admin((client) => client.query(`DROP DATABASE IF EXISTS ${state.dbName} WITH (FORCE)`))
-        .catch((err) => console.error(`bench: could not drop database ${state.dbName}: ${err.message}`))
-    }
-  })()
-  return state.cleaning
-}
-
-function track (child) {
-  state.children.add(child)
-  child.once('exit', () => state.children.delete(child))
-  return child
-}
-
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
-  process.once(signal, () => {
-    console.error(`\nbench: ${signal}, stopping the servers and dropping the database`)
-    cleanup().finally(() => process.exit(128 + os.constants.signals[signal]))
-  })
-}
 
 // --- processes --------------------------------------------------------------------------------
 
@@ -91,7 +58,7 @@ function tail (file) {
 }
 
 /** The service as `npm start` runs it (its prestart build is done by `npm run bench`). */
-async function startService (dbUrl, logPath) {
+async function startService (track, dbUrl, logPath) {
   const port = await freePort()
   const { command, args, env } = serviceCommand({
     DB_URL: dbUrl,
@@ -108,7 +75,7 @@ async function startService (dbUrl, logPath) {
   return { name: 'service', url: `http://127.0.0.1:${port}`, port, child }
 }
 
-async function startReference (dbUrl, logPath) {
+async function startReference (track, dbUrl, logPath) {
   const port = await freePort()
   const log = fs.openSync(logPath, 'a')
   const child = track(spawn(process.execPath, [path.join(__dirname, 'reference.js')], {
@@ -191,29 +158,24 @@ function table (rows) {
 
 // --- main -------------------------------------------------------------------------------------
 
-async function main () {
+async function main (bench) {
   const began = Date.now()
-  state.tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bookkeeping-bench-'))
-  const serviceLog = path.join(state.tmpDir, 'service.log')
-  const referenceLog = path.join(state.tmpDir, 'reference.log')
+  const { tmpDir } = bench
+  const serviceLog = path.join(tmpDir, 'service.log')
+  const referenceLog = path.join(tmpDir, 'reference.log')
   const client = chooseClient()
-  const run = createRunner(client, { tmpDir: state.tmpDir, track })
-
-  const name = `bookkeeping_bench_${randomBytes(6).toString('hex')}`
-  await admin((c) => c.query(`CREATE DATABASE ${name}`))
-  state.dbName = name
-  const dbUrl = databaseUrl(name)
-  const pgVersion = await admin(async (c) => (await c.query('SHOW server_version')).rows[0].server_version)
+  const run = createRunner(client, { tmpDir, track: bench.track })
+  const { dbUrl, pgVersion } = await bench.createDatabase()
 
   // The service creates the table on start; the reference server starts on the seeded table
-  const service = await startService(dbUrl, serviceLog)
+  const service = await startService(bench.track, dbUrl, serviceLog)
   await admin(async (c) => {
     await c.query(`INSERT INTO books (title, author, year)
       SELECT 'Title ' || i, 'Author ' || i, 1900 + i FROM generate_series(1, $1::int) AS i`, [BOOKS])
     const { rows } = await c.query('SELECT count(*)::int AS count, max(id)::int AS max FROM books')
     if (rows[0].count !== BOOKS || rows[0].max !== BOOKS) throw new Error(`seeding gave ${JSON.stringify(rows[0])}, expected ids 1..${BOOKS}`)
   }, dbUrl)
-  const reference = await startReference(dbUrl, referenceLog)
+  const reference = await startReference(bench.track, dbUrl, referenceLog)
 
   const differences = await compareAnswers(service, reference)
   await resetTable(dbUrl)
@@ -274,9 +236,9 @@ async function main () {
   if (differences.length > 0) console.log(`!!! ${differences.length} answer difference(s) between the servers, listed above`)
   if (anomalies.length === 0 && differences.length === 0) console.log('all responses 2xx, no socket errors; both servers answered the checks alike')
 
-  const resultsPath = path.join(state.tmpDir, 'results.json')
+  const resultsPath = path.join(tmpDir, 'results.json')
   fs.writeFileSync(resultsPath, JSON.stringify({ header, client, seconds: SECONDS, rounds: ROUNDS, connections: CONNECTIONS, threads: THREADS, differences, anomalies, results }, null, 2))
-  fs.rmSync(path.join(state.tmpDir, 'scenario.lua'), { force: true })
+  fs.rmSync(path.join(tmpDir, 'scenario.lua'), { force: true })
   // The request log is large; it is kept only when something needs explaining
   if (anomalies.length === 0) fs.rmSync(serviceLog, { force: true })
   else console.log(`service log: ${serviceLog}`)
@@ -296,13 +258,4 @@ async function sampleAnswer (scenario, target, token) {
   }
 }
 
-main().then(
-  () => cleanup(),
-  async (err) => {
-    // After a signal, failures of the run being torn down are expected and not worth a stack
-    if (state.cleaning !== null) return
-    console.error(`bench: ${err.stack ?? err}`)
-    await cleanup()
-    process.exitCode = 1
-  }
-)
+runBenchmark('bench', main)

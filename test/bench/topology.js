@@ -21,7 +21,7 @@ const { randomBytes } = require('node:crypto')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { USERNAME, PASSWORD, admin, databaseUrl, issueToken } = require('./common.js')
+const { USERNAME, PASSWORD, admin, issueToken, runBenchmark } = require('./common.js')
 const {
   SECONDS, ROUNDS, ONLY, WARMUP_SECONDS, CONNECTIONS, THREADS, BOOKS, SCENARIOS,
   resetTable, chooseClient, createRunner, summarise, describe
@@ -30,44 +30,6 @@ const { startCluster } = require('../../dist/src/cluster.js')
 const { startHaproxy } = require('../../dist/src/topology/haproxy.js')
 
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL ?? 'info'
-
-// --- everything started is recorded here, so that cleanup can undo it -------------------------
-
-const state = {
-  children: new Set(),
-  stoppers: [],
-  dbName: null,
-  tmpDir: null,
-  cleaning: null
-}
-
-function track (child) {
-  state.children.add(child)
-  child.once('exit', () => state.children.delete(child))
-  return child
-}
-
-function cleanup () {
-  state.cleaning ??= (async () => {
-    for (const child of state.children) child.kill('SIGTERM')
-    // The balancers first, then the cluster (instances, its HAProxy, PgBouncer)
-    for (const stop of state.stoppers.reverse()) {
-      await stop().catch((err) => console.error(`bench: ${err.message}`))
-    }
-    if (state.dbName !== null) {
-      await admin((client) => client.query(`DROP DATABASE IF EXISTS ${state.dbName} WITH (FORCE)`))
-        .catch((err) => console.error(`bench: could not drop database ${state.dbName}: ${err.message}`))
-    }
-  })()
-  return state.cleaning
-}
-
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
-  process.once(signal, () => {
-    console.error(`\nbench: ${signal}, stopping the topology and dropping the database`)
-    cleanup().finally(() => process.exit(128 + os.constants.signals[signal]))
-  })
-}
 
 // --- report -----------------------------------------------------------------------------------
 
@@ -91,19 +53,14 @@ function version (command, args) {
 
 // --- main -------------------------------------------------------------------------------------
 
-async function main () {
+async function main (bench) {
   const began = Date.now()
-  state.tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bookkeeping-bench-topology-'))
-  const logPath = path.join(state.tmpDir, 'instances.log')
+  const { tmpDir } = bench
+  const logPath = path.join(tmpDir, 'instances.log')
   const log = fs.createWriteStream(logPath)
   const client = chooseClient()
-  const run = createRunner(client, { tmpDir: state.tmpDir, track })
-
-  const name = `bookkeeping_bench_${randomBytes(6).toString('hex')}`
-  await admin((c) => c.query(`CREATE DATABASE ${name}`))
-  state.dbName = name
-  const dbUrl = databaseUrl(name)
-  const pgVersion = await admin(async (c) => (await c.query('SHOW server_version')).rows[0].server_version)
+  const run = createRunner(client, { tmpDir, track: bench.track })
+  const { dbUrl, pgVersion } = await bench.createDatabase()
 
   const cluster = await startCluster({
     dbUrl,
@@ -119,11 +76,12 @@ async function main () {
     detached: true,
     onOutput: (instance, text) => log.write(text)
   })
-  state.stoppers.push(() => cluster.stop())
+  // Stopped after the balancers in front of it (last registered, first stopped)
+  bench.onCleanup(() => cluster.stop())
   const balancers = []
   for (const count of [1, 2]) {
     const haproxy = await startHaproxy({ instances: cluster.instances.slice(0, count).map((instance) => instance.address), detached: true })
-    state.stoppers.push(() => haproxy.stop())
+    bench.onCleanup(() => haproxy.stop())
     balancers.push(haproxy)
   }
   const [first] = cluster.instances
@@ -183,9 +141,9 @@ async function main () {
   for (const anomaly of anomalies) console.log(`!!! ${anomaly}`)
   if (anomalies.length === 0) console.log('all responses 2xx, no socket errors')
 
-  const resultsPath = path.join(state.tmpDir, 'results.json')
+  const resultsPath = path.join(tmpDir, 'results.json')
   fs.writeFileSync(resultsPath, JSON.stringify({ header, client, seconds: SECONDS, rounds: ROUNDS, connections: CONNECTIONS, threads: THREADS, anomalies, rows }, null, 2))
-  fs.rmSync(path.join(state.tmpDir, 'scenario.lua'), { force: true })
+  fs.rmSync(path.join(tmpDir, 'scenario.lua'), { force: true })
   await new Promise((resolve) => log.end(resolve))
   // The request log is large; it is kept only when something needs explaining
   if (anomalies.length === 0) fs.rmSync(logPath, { force: true })
@@ -194,13 +152,4 @@ async function main () {
   console.log(`total time: ${((Date.now() - began) / 1000).toFixed(0)} s`)
 }
 
-main().then(
-  () => cleanup(),
-  async (err) => {
-    // After a signal, failures of the run being torn down are expected and not worth a stack
-    if (state.cleaning !== null) return
-    console.error(`bench: ${err.stack ?? err}`)
-    await cleanup()
-    process.exitCode = 1
-  }
-)
+runBenchmark('bench-topology', main)
