@@ -6,20 +6,15 @@
  * acknowledged create exactly once.
  */
 import { randomUUID } from 'node:crypto'
-import { Agent, request as httpRequest } from 'node:http'
+import { Agent } from 'node:http'
 import type pg from 'pg'
 import type { Test } from 'tap'
+import { sendRequest, type Exchange } from './keep-alive-request.js'
 
-export interface Attempt {
+export interface Attempt extends Exchange {
   client: number
   key: string
   title: string
-  /** performance.now() when it was sent and when it ended. */
-  sentAt: number
-  endedAt: number
-  status?: number
-  /** The error instead of an answer: ECONNRESET, timeout, ... */
-  error?: string
 }
 
 export interface Acknowledged {
@@ -52,29 +47,6 @@ export const CREATE_STATUSES = [201, 409, 503]
 /** The header's value: a quoted string, as the Idempotency-Key draft of the IETF has it. */
 const headerValue = (key: string) => `"${key}"`
 
-function send (url: URL, agent: Agent, token: string, key: string, body: string): Promise<Omit<Attempt, 'client' | 'key' | 'title'> & { text?: string }> {
-  return new Promise((resolve) => {
-    const sentAt = performance.now()
-    const req = httpRequest({
-      host: url.hostname,
-      port: url.port,
-      method: 'POST',
-      path: '/book',
-      agent,
-      headers: { authorization: token, 'content-type': 'application/json', 'idempotency-key': headerValue(key) }
-    }, (res) => {
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (chunk: string) => { text += chunk })
-      res.on('end', () => resolve({ sentAt, endedAt: performance.now(), status: res.statusCode, text }))
-      res.on('error', (err: NodeJS.ErrnoException) => resolve({ sentAt, endedAt: performance.now(), error: `response ${err.code ?? err.message}` }))
-    })
-    req.on('error', (err: NodeJS.ErrnoException) => resolve({ sentAt, endedAt: performance.now(), error: err.code ?? err.message }))
-    req.setTimeout(CLIENT_TIMEOUT_MS, () => req.destroy(new Error('timeout')))
-    req.end(body)
-  })
-}
-
 /**
  * Starts `clients` clients against the service at `url`, each on a keep-alive connection of its
  * own, creating books titled `<prefix>-<client>-<n>` one after another.
@@ -93,10 +65,12 @@ export function startIdempotentCreates (
       const body = JSON.stringify({ title, author: 'Failover', year: 2000 })
       const first = performance.now()
       for (;;) {
-        const { text, ...outcome } = await send(target, agent, token, key, body)
+        const outcome = await sendRequest(target, agent, {
+          method: 'POST', path: '/book', token, body, headers: { 'idempotency-key': headerValue(key) }, timeoutMs: CLIENT_TIMEOUT_MS
+        })
         load.attempts.push({ client, key, title, ...outcome })
         if (outcome.status === 201) {
-          load.acknowledged.push({ key, title, id: (JSON.parse(text!) as { data: { id: number } }).data.id })
+          load.acknowledged.push({ key, title, id: (JSON.parse(outcome.body!) as { data: { id: number } }).data.id })
           break
         }
         if (performance.now() - first > RETRY_FOR_MS) {

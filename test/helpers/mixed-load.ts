@@ -4,20 +4,14 @@
  * kept. Each create has a title of its own, so the test can find in the database what each
  * acknowledged create stored.
  */
-import { Agent, request as httpRequest } from 'node:http'
+import { Agent } from 'node:http'
+import { sendRequest, type Exchange } from './keep-alive-request.js'
 
 export type Kind = 'read' | 'create' | 'update'
 
-export interface Outcome {
+export interface Outcome extends Exchange {
   client: number
   kind: Kind
-  /** performance.now() when it was sent and when it ended. */
-  sentAt: number
-  endedAt: number
-  status?: number
-  body?: string
-  /** The error instead of an answer: ECONNRESET, socket hang up, timeout, ... */
-  error?: string
   /** A create's title. */
   title?: string
 }
@@ -26,33 +20,6 @@ export interface MixedLoad {
   outcomes: Outcome[]
   /** Lets each client finish the request it is sending, then stops them all. */
   stop: () => Promise<void>
-}
-
-/** Far longer than the service takes to answer (about 5 s at most, docs/operations.md). */
-const REQUEST_TIMEOUT_MS = 10_000
-
-function send (url: URL, agent: Agent, method: string, path: string, token: string, body?: object): Promise<Omit<Outcome, 'client' | 'kind'>> {
-  return new Promise((resolve) => {
-    const sentAt = performance.now()
-    const payload = body === undefined ? undefined : JSON.stringify(body)
-    const req = httpRequest({
-      host: url.hostname,
-      port: url.port,
-      method,
-      path,
-      agent,
-      headers: { authorization: token, ...(payload === undefined ? {} : { 'content-type': 'application/json' }) }
-    }, (res) => {
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (chunk: string) => { text += chunk })
-      res.on('end', () => resolve({ sentAt, endedAt: performance.now(), status: res.statusCode, body: text }))
-      res.on('error', (err: NodeJS.ErrnoException) => resolve({ sentAt, endedAt: performance.now(), error: `response ${err.code ?? err.message}` }))
-    })
-    req.on('error', (err: NodeJS.ErrnoException) => resolve({ sentAt, endedAt: performance.now(), error: err.code ?? err.message }))
-    req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(new Error('timeout')))
-    req.end(payload)
-  })
 }
 
 /**
@@ -72,12 +39,14 @@ export function startMixedLoad (
     for (let n = 0; !state.stopping; n++) {
       const kind = (['read', 'create', 'update'] as const)[n % 3]!
       if (kind === 'read') {
-        outcomes.push({ client, kind, ...await send(target, agent, 'GET', `/book/${pick()}`, token) })
+        outcomes.push({ client, kind, ...await sendRequest(target, agent, { method: 'GET', path: `/book/${pick()}`, token }) })
       } else if (kind === 'create') {
         const title = `${prefix}-${client}-${n}`
-        outcomes.push({ client, kind, title, ...await send(target, agent, 'POST', '/book', token, { title, author: 'Load', year: 2000 }) })
+        const body = { title, author: 'Load', year: 2000 }
+        outcomes.push({ client, kind, title, ...await sendRequest(target, agent, { method: 'POST', path: '/book', token, body }) })
       } else {
-        outcomes.push({ client, kind, ...await send(target, agent, 'PUT', `/book/${pick()}`, token, { year: 1000 + n % 1000 }) })
+        const body = { year: 1000 + n % 1000 }
+        outcomes.push({ client, kind, ...await sendRequest(target, agent, { method: 'PUT', path: `/book/${pick()}`, token, body }) })
       }
     }
     agent.destroy()

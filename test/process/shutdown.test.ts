@@ -5,47 +5,18 @@
  * when the server stops accepting: usable for IDLE_CONNECTION_GRACE_MS, then closed.
  */
 import { connect, type Socket } from 'node:net'
-import { Agent, request as httpRequest } from 'node:http'
+import { Agent } from 'node:http'
 import t from 'tap'
 import { IDLE_CONNECTION_GRACE_MS } from '../../plugins/app/shutdown.js'
 import { testEnv } from '../helper.js'
 import { createDatabase } from '../helpers/database.js'
-import { probe, type Service, startService } from '../helpers/service.js'
+import { sendRequest, type Exchange } from '../helpers/keep-alive-request.js'
+import { probe, startService } from '../helpers/service.js'
 import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 
 t.setTimeout(120_000)
 
 const RUNS = 20
-
-interface Outcome {
-  at: number
-  status?: number
-  body?: string
-  error?: string
-}
-
-function send (service: Service, agent: Agent, method: string, path: string, token: string, body?: object): Promise<Outcome> {
-  return new Promise((resolve) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body)
-    const req = httpRequest({
-      host: '127.0.0.1',
-      port: service.port,
-      method,
-      path,
-      agent,
-      headers: { authorization: token, ...(payload === undefined ? {} : { 'content-type': 'application/json' }) }
-    }, (res) => {
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (chunk: string) => { text += chunk })
-      res.on('end', () => resolve({ at: Date.now(), status: res.statusCode, body: text }))
-      res.on('error', (err: NodeJS.ErrnoException) => resolve({ at: Date.now(), error: `response ${err.code ?? err.message}` }))
-    })
-    req.on('error', (err: NodeJS.ErrnoException) => resolve({ at: Date.now(), error: err.code ?? err.message }))
-    req.setTimeout(10_000, () => req.destroy(new Error('client timeout')))
-    req.end(payload)
-  })
-}
 
 t.test(`SIGTERM under load, ${RUNS} times: accepted requests complete, none is reset, then exit 0`, async (t) => {
   // Two services side by side: the runs in about half the time, the machine still busy
@@ -58,7 +29,8 @@ t.test(`SIGTERM under load, ${RUNS} times: accepted requests complete, none is r
       const created = await service.request('POST', '/book', { token, body: { title: 'Busy', author: 'Bee', year: 1 } })
       const id = (created.body as { data: { id: number } }).data.id
 
-      const outcomes: Outcome[] = []
+      const url = new URL(service.url)
+      const outcomes: Exchange[] = []
       const answers = Array.from({ length: 16 }, () => 0)
       let stop = false
       const clients = answers.map(async (_, client) => {
@@ -66,8 +38,8 @@ t.test(`SIGTERM under load, ${RUNS} times: accepted requests complete, none is r
         for (let i = 0; ; i++) {
           if (stop) break
           const outcome = i % 2
-            ? await send(service, agent, 'PUT', `/book/${id}`, token, { year: client * 1000 + i })
-            : await send(service, agent, 'GET', `/book/${id}`, token)
+            ? await sendRequest(url, agent, { method: 'PUT', path: `/book/${id}`, token, body: { year: client * 1000 + i } })
+            : await sendRequest(url, agent, { method: 'GET', path: `/book/${id}`, token })
           outcomes.push(outcome)
           if (outcome.status !== undefined) answers[client] = (answers[client] ?? 0) + 1
           // Once nothing listens any more, this client is done
@@ -78,10 +50,10 @@ t.test(`SIGTERM under load, ${RUNS} times: accepted requests complete, none is r
 
       // Every client busy on its keep-alive connection: answered on it twice, sending again
       await waitUntil(() => answers.every((count) => count >= 2), 10_000, 'every client to be busy')
-      const signalled = Date.now()
+      const signalled = performance.now()
       service.child.kill('SIGTERM')
       const exit = await service.waitForExit(12_000)
-      const exitedAfter = Date.now() - signalled
+      const exitedAfter = Math.round(performance.now() - signalled)
       stop = true
       await Promise.all(clients)
 
@@ -90,7 +62,7 @@ t.test(`SIGTERM under load, ${RUNS} times: accepted requests complete, none is r
 
       const answered = outcomes.filter((outcome) => outcome.status !== undefined)
       const failed = outcomes.filter((outcome) => outcome.error !== undefined)
-      const afterSignal = answered.filter((outcome) => outcome.at >= signalled)
+      const afterSignal = answered.filter((outcome) => outcome.endedAt >= signalled)
       t.comment(`${answered.length} answered (${afterSignal.length} after SIGTERM), ${failed.length} refused, exit after ${exitedAfter} ms`)
       t.ok(afterSignal.length > 0, 'requests in flight at SIGTERM were answered')
       t.ok(answered.every(({ status }) => status === 200), 'every answer is a success')
