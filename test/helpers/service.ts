@@ -5,24 +5,13 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { request as httpRequest } from 'node:http'
 import { connect, createServer } from 'node:net'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { join } from 'node:path'
 import type { Test } from 'tap'
+import { PROJECT_ROOT } from '../../src/project-root.js'
 import { PASSWORD, USERNAME } from '../helper.js'
 import { withTimeout } from './wait.js'
-
-/**
- * The repository root, where `npm start` runs and so do these processes: the nearest folder with
- * a package.json (this file also runs compiled, from dist/test).
- */
-function findRoot (dir: string): string {
-  if (existsSync(join(dir, 'package.json'))) return dir
-  const parent = dirname(dir)
-  if (parent === dir) throw new Error(`no package.json above ${__dirname}`)
-  return findRoot(parent)
-}
-export const ROOT = findRoot(__dirname)
 
 /** How long a process may take to come up or to go away. */
 const START_TIMEOUT = 15_000
@@ -237,7 +226,7 @@ export class Service {
   }
 }
 
-const SCRIPTS: { start: string, dev: string } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts
+const SCRIPTS: { start: string, dev: string } = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')).scripts
 
 /** `npm start`'s own command line (its `prestart` build is `npm test`'s `pretest`). */
 const START_COMMAND = SCRIPTS.start
@@ -256,9 +245,9 @@ if (DEV_COMMAND === SCRIPTS.dev) throw new Error(`npm run dev does not start wit
  */
 export async function spawnService (t: Test, env: Record<string, string>, command = START_COMMAND): Promise<Service> {
   const child = spawn('/bin/sh', ['-c', command], {
-    cwd: ROOT,
+    cwd: PROJECT_ROOT,
     env: {
-      PATH: `${join(ROOT, 'node_modules/.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
+      PATH: `${join(PROJECT_ROOT, 'node_modules/.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
       HOME: process.env.HOME ?? '/tmp',
       HOST: '127.0.0.1',
       PORT: '0',

@@ -8,7 +8,8 @@ import { cpSync, readFileSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { PASSWORD, SECRET, USERNAME } from '../helper.js'
-import { DEV_COMMAND, ROOT, type Service, spawnService, temporaryDirectory } from '../helpers/service.js'
+import { PROJECT_ROOT } from '../../src/project-root.js'
+import { DEV_COMMAND, type Service, spawnService, temporaryDirectory } from '../helpers/service.js'
 
 // A build, a PGlite cluster created and started again
 t.setTimeout(120_000)
@@ -35,9 +36,9 @@ async function stop (t: Test, service: Service) {
 function treeCopy (t: Test): string {
   const copy = temporaryDirectory(t)
   for (const entry of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'plugins', 'routes']) {
-    cpSync(join(ROOT, entry), join(copy, entry), { recursive: true })
+    cpSync(join(PROJECT_ROOT, entry), join(copy, entry), { recursive: true })
   }
-  symlinkSync(join(ROOT, 'node_modules'), join(copy, 'node_modules'))
+  symlinkSync(join(PROJECT_ROOT, 'node_modules'), join(copy, 'node_modules'))
   return copy
 }
 

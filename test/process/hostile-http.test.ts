@@ -18,7 +18,8 @@ import { BODY_LIMIT } from '../../src/app.js'
 import { PASSWORD, SECRET, testEnv, USERNAME } from '../helper.js'
 import { createDatabase, pgClient } from '../helpers/database.js'
 import { rawRequest, type RawResponse } from '../helpers/raw-http.js'
-import { ROOT, type Service, startService } from '../helpers/service.js'
+import { PROJECT_ROOT } from '../../src/project-root.js'
+import { type Service, startService } from '../helpers/service.js'
 import { withTimeout } from '../helpers/wait.js'
 
 // One process, a few hundred requests and the shrinking of any counterexample
@@ -53,7 +54,7 @@ const CONTRACT_PAIRS: Array<[number, string]> = [
  * of docs/api.md ("| 405 | `Method not allowed` | ... |"), which it says are complete.
  */
 function documentedPairs (): Map<number, Set<string>> {
-  const api = readFileSync(join(ROOT, 'docs', 'api.md'), 'utf8')
+  const api = readFileSync(join(PROJECT_ROOT, 'docs', 'api.md'), 'utf8')
   const rows = [...api.matchAll(/^\|\s*(\d{3})\s*\|\s*`([^`]+)`\s*\|/gm)]
     .map((match): [number, string] => [Number(match[1]), match[2] ?? ''])
   const pairs = new Map<number, Set<string>>()

@@ -11,12 +11,13 @@ import path from 'node:path'
 import t, { type Test } from 'tap'
 import { testEnv } from '../helper.js'
 import { createDatabase, STORE } from '../helpers/database.js'
-import { probe, ROOT, Service } from '../helpers/service.js'
+import { PROJECT_ROOT } from '../../src/project-root.js'
+import { probe, Service } from '../helpers/service.js'
 import { withTimeout } from '../helpers/wait.js'
 
 t.setTimeout(120_000)
 
-const CLUSTER_COMMAND: string = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts.cluster
+const CLUSTER_COMMAND: string = JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')).scripts.cluster
 
 const NEEDS_POSTGRES = STORE !== 'postgres' && 'starts PgBouncer in front of the PostgreSQL server itself'
 
@@ -27,7 +28,7 @@ const NEEDS_POSTGRES = STORE !== 'postgres' && 'starts PgBouncer in front of the
  */
 function spawnCluster (t: Test, env: Record<string, string>): Service {
   const child = spawn('/bin/sh', ['-c', CLUSTER_COMMAND], {
-    cwd: ROOT,
+    cwd: PROJECT_ROOT,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true

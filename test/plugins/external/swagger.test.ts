@@ -9,7 +9,7 @@ import { Message } from '../../../src/envelope.js'
 import { build, getToken, PASSWORD, SECRET, USERNAME } from '../../helper.js'
 import { createDatabase, NEEDS_SERVER, refuseConnections } from '../../helpers/database.js'
 import { rawRequest } from '../../helpers/raw-http.js'
-import { ROOT } from '../../helpers/service.js'
+import { PROJECT_ROOT } from '../../../src/project-root.js'
 
 /** The six operations of the contract, as `METHOD path` with the document's path templates. */
 const OPERATIONS = [
@@ -84,7 +84,7 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
   const dereferenced = await SwaggerParser.validate(structuredClone(doc) as never) as unknown as OpenApiDocument
   t.pass('valid OpenAPI according to @apidevtools/swagger-parser')
   t.equal(doc.openapi, '3.1.0')
-  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))
+  const pkg = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8'))
   t.strictSame(
     { title: doc.info.title, version: doc.info.version },
     { title: 'bookkeeping', version: pkg.version },
