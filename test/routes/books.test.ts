@@ -1,7 +1,7 @@
 import t from 'tap'
 import pg from 'pg'
 import { build, call, errorEnvelope, getToken } from '../helper.js'
-import { createDatabase, NEEDS_SERVER, refuseConnections, waitForSessionsOnLock } from '../helpers/database.js'
+import { createDatabase, databaseName, NEEDS_SERVER, refuseConnections, waitForSessionsOnLock } from '../helpers/database.js'
 
 const BOOK = { title: 'The Left Hand of Darkness', author: 'Ursula K. Le Guin', year: 1969 }
 
@@ -277,4 +277,30 @@ t.test('an id no book can have is answered without a query', { skip: NEEDS_SERVE
   const real = await call(app, token, { method: 'GET', url: '/book/1' })
   t.equal(real.status, 503, 'a real lookup does reach the database, which is cut off')
   t.strictSame(real.body, errorEnvelope(503, 'Service unavailable'))
+})
+
+// The statements rely on READ COMMITTED (src/db/time-bounds.ts): under REPEATABLE READ an UPDATE
+// that waited for a row lock fails with a serialization error (40001) instead of applying
+t.test('on a database whose default isolation is repeatable read, a PUT that waited for a row lock still applies', { skip: NEEDS_SERVER }, async (t) => {
+  const dbUrl = await createDatabase(t)
+  const admin = new pg.Client({ connectionString: dbUrl })
+  await admin.connect()
+  t.teardown(() => admin.end())
+  await admin.query(`ALTER DATABASE ${databaseName(dbUrl)} SET default_transaction_isolation = 'repeatable read'`)
+  const app = await build(t, dbUrl)
+  const token = await getToken(app)
+  const created = await call(app, token, { method: 'POST', url: '/book', payload: BOOK })
+  const id = created.body.data.id
+  const [locker, watcher] = [new pg.Client({ connectionString: dbUrl }), new pg.Client({ connectionString: dbUrl })]
+  await Promise.all([locker.connect(), watcher.connect()])
+  t.teardown(() => Promise.all([locker.end(), watcher.end()]))
+  await locker.query('BEGIN')
+  await locker.query('UPDATE books SET author = $2 WHERE id = $1', [id, 'Someone else'])
+  const update = call(app, token, { method: 'PUT', url: `/book/${id}`, payload: { year: 1970 } })
+  await waitForSessionsOnLock(watcher, dbUrl, 1)
+  await locker.query('COMMIT')
+  const { status, body } = await update
+  t.strictSame({ status, body }, {
+    status: 200, body: { status: 200, message: 'Book updated successfully', data: { ...BOOK, id, author: 'Someone else', year: 1970 } }
+  })
 })
