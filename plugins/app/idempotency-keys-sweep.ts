@@ -5,7 +5,7 @@ export const IDEMPOTENCY_KEY_RETENTION_HOURS = 24
 /** Keys removed per transaction: its locks last milliseconds. */
 export const SWEEP_BATCH = 1000
 /** Between two full batches, so a backlog is worked off as a trickle, not at once. */
-const SWEEP_PAUSE_MS = 100
+export const SWEEP_PAUSE_MS = 100
 /** How often an instance looks for expired keys; every instance does, sharing the work. */
 const SWEEP_EVERY_MS = 5 * 60_000
 
