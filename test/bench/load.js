@@ -33,6 +33,16 @@ const BOOKS = 100
  * put back to its 100 rows after every run.
  */
 const BOOK_BODY = JSON.stringify({ title: 'The Benchmark', author: 'A. N. Author', year: 2024 })
+const POST_BOOK = {
+  lua: `wrk.method = "POST"
+wrk.path = "/book"
+wrk.headers["Authorization"] = token
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = ${luaString(BOOK_BODY)}`,
+  autocannon: (token) => ({
+    method: 'POST', path: '/book', headers: { authorization: token, 'content-type': 'application/json' }, body: BOOK_BODY
+  })
+}
 const SCENARIOS = [
   {
     name: 'GET /book/<id>',
@@ -54,27 +64,12 @@ wrk.path = "/books"
 wrk.headers["Authorization"] = token`,
     autocannon: (token) => ({ method: 'GET', path: '/books', headers: { authorization: token } })
   },
-  {
-    name: 'POST /book',
-    mutates: true,
-    lua: `wrk.method = "POST"
-wrk.path = "/book"
-wrk.headers["Authorization"] = token
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = ${luaString(BOOK_BODY)}`,
-    autocannon: (token) => ({
-      method: 'POST', path: '/book', headers: { authorization: token, 'content-type': 'application/json' }, body: BOOK_BODY
-    })
-  },
+  { name: 'POST /book', mutates: true, ...POST_BOOK },
   {
     // Every request with a key of its own: what a client that retries safely pays
     name: 'POST /book, Idempotency-Key',
     mutates: true,
-    lua: `wrk.method = "POST"
-wrk.path = "/book"
-wrk.headers["Authorization"] = token
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = ${luaString(BOOK_BODY)}
+    lua: `${POST_BOOK.lua}
 local prefix = nil
 local sent = 0
 request = function ()
@@ -84,11 +79,10 @@ request = function ()
   wrk.headers["Idempotency-Key"] = '"' .. prefix .. "-" .. sent .. '"'
   return wrk.format()
 end`,
-    autocannon: (token) => ({
-      method: 'POST',
-      headers: { authorization: token, 'content-type': 'application/json' },
-      setupRequest: (req) => ({ ...req, body: BOOK_BODY, headers: { ...req.headers, 'idempotency-key': `"${randomUUID()}"` } })
-    })
+    autocannon: (token) => {
+      const request = POST_BOOK.autocannon(token)
+      return { ...request, setupRequest: (req) => ({ ...req, headers: { ...request.headers, 'idempotency-key': `"${randomUUID()}"` } }) }
+    }
   },
   {
     name: 'PUT /book/<id>',
