@@ -2,6 +2,7 @@ import type { onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import { Message } from '../../src/envelope.js'
 import { ApiError } from '../../src/errors.js'
+import { TOKEN_LIFETIME_S } from '../external/jwt.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -10,14 +11,53 @@ declare module 'fastify' {
 }
 
 /**
+ * How far the clock of the instance that issued a token may be ahead of this one's: a token's
+ * `exp` may be at most TOKEN_LIFETIME_S plus this from now.
+ */
+export const CLOCK_TOLERANCE_MS = 5000
+
+const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+/** By a segment's length modulo 4: the bits of its last character that encode nothing. */
+const UNUSED_BITS_MASK = [0, -1, 0b1111, 0b11]
+
+/**
+ * Whether each base64url segment of `token` is the one encoding of its bytes: the unused low bits
+ * of a last character are zero (`...Q` and `...R` decode alike), no length is 1 modulo 4.
+ * fast-jwt refuses characters outside the alphabet but decodes such twins as the same bytes, so
+ * one signature would have several spellings.
+ */
+function isCanonical (token: string): boolean {
+  return token.split('.').every((segment) => {
+    const mask = UNUSED_BITS_MASK[segment.length % 4]!
+    return mask === 0 || (mask > 0 && (BASE64URL.indexOf(segment.charAt(segment.length - 1)) & mask) === 0)
+  })
+}
+
+/** Whether the request carries more than one Authorization field (Node keeps only the first). */
+function hasSeveralAuthorizations (rawHeaders: string[]): boolean {
+  let seen = false
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!
+    // 'authorization'.length: most names are skipped without lower-casing them
+    if (name.length === 13 && name.toLowerCase() === 'authorization') {
+      if (seen) return true
+      seen = true
+    }
+  }
+  return false
+}
+
+/**
  * The `onRequest` hook of the protected routes: it runs before the body is read and never
  * touches the database. The token is the bare `Authorization` value; `Bearer <token>` is not a
  * token and fails verification. fast-jwt raises many error kinds, several of which
  * @fastify/jwt would turn into a 500: every one of them is simply `Invalid token` here.
+ * Two Authorization fields are `Invalid token` too: a proxy in front may have read the other.
  * Callback style, being on every book request: an async hook costs a promise each time.
  */
 export default fp(async function authenticate (fastify) {
   fastify.decorate('authenticate', function (request, reply, done) {
+    if (hasSeveralAuthorizations(request.raw.rawHeaders)) return done(new ApiError(401, Message.InvalidToken))
     const token = request.headers.authorization
     if (!token) return done(new ApiError(401, Message.AuthorizationRequired))
     let exp: number
@@ -26,7 +66,12 @@ export default fp(async function authenticate (fastify) {
     } catch {
       return done(new ApiError(401, Message.InvalidToken))
     }
-    // fast-jwt still accepts during the millisecond `exp * 1000`; the token is expired from then on
-    done(exp * 1000 <= Date.now() ? new ApiError(401, Message.InvalidToken) : undefined)
+    const now = Date.now()
+    // fast-jwt still accepts during the millisecond `exp * 1000`; the token is expired from then
+    // on. No token of ours lives longer than TOKEN_LIFETIME_S: one further ahead (2100, 1e308,
+    // Infinity) was not issued here, or was issued with a clock far off
+    const expiresAt = exp * 1000
+    const valid = expiresAt > now && expiresAt <= now + TOKEN_LIFETIME_S * 1000 + CLOCK_TOLERANCE_MS && isCanonical(token)
+    done(valid ? undefined : new ApiError(401, Message.InvalidToken))
   } satisfies onRequestHookHandler)
 }, { name: 'authenticate', dependencies: ['jwt'] })

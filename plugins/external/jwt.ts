@@ -1,18 +1,24 @@
 import fastifyJwt from '@fastify/jwt'
 import fp from 'fastify-plugin'
 
+/** How long a token this service issues is valid, in seconds: the contract's 15 minutes. */
+export const TOKEN_LIFETIME_S = 15 * 60
+
 /**
  * Signs and verifies the access tokens (`fastify.jwt`). The contract fixes the token: HS256, one
  * claim `exp` 15 minutes after issue, no `iat`. Verification accepts the HMAC family only,
  * insists on `exp`, allows no clock leeway and keeps no cache: fast-jwt's cache would accept a
- * token without `iat` for up to ten minutes after its `exp`.
+ * token without `iat` for up to ten minutes after its `exp`. What fast-jwt cannot check (an
+ * `exp` too far ahead: its `maxAge` needs `iat`; non-canonical base64url) is checked by the
+ * authenticate hook.
  *
  * @see https://github.com/fastify/fastify-jwt
  */
 export default fp(async function jwt (fastify) {
   await fastify.register(fastifyJwt, {
     secret: fastify.config.SECRET_TOKEN,
-    sign: { algorithm: 'HS256', expiresIn: '15m', noTimestamp: true },
+    // A number is seconds to @fastify/jwt
+    sign: { algorithm: 'HS256', expiresIn: TOKEN_LIFETIME_S, noTimestamp: true },
     verify: {
       algorithms: ['HS256', 'HS384', 'HS512'],
       requiredClaims: ['exp'],
