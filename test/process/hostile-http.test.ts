@@ -14,6 +14,8 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import fc from 'fast-check'
 import t from 'tap'
+import { CLOCK_TOLERANCE_MS } from '../../plugins/app/authenticate.js'
+import { TOKEN_LIFETIME_S } from '../../plugins/external/jwt.js'
 import { BODY_LIMIT } from '../../src/app.js'
 import { PASSWORD, SECRET, testEnv, USERNAME } from '../helper.js'
 import { createDatabase, pgClient } from '../helpers/database.js'
@@ -71,31 +73,37 @@ function documentedPairs (): Map<number, Set<string>> {
 /**
  * A token signed with the service's secret but with hostile header and claims. docs/api.md says
  * which of them the service accepts: HS256, HS384 or HS512, a JSON object payload, a numeric `exp`
- * in the future, no `nbf` in the future and no `crit`; every other one is `Invalid token`.
+ * in the future but at most 15 minutes and the clock tolerance ahead, no `nbf` in the future, no
+ * `crit`, every segment spelled canonically; every other one is `Invalid token`.
  */
 interface ForgedSpec {
   alg: 'HS256' | 'HS384' | 'HS512' | 'hs256' | 'none' | 'RS256' | 'HS384 header, HS256 signature'
   exp: 'in 10 min' | 'in 10 min, fractional' | '1e308' | '1e400' | '10 min ago' | 'absent' | 'a numeric string' | 'null' | 'an array' | 'true'
+    | 'just inside the lifetime bound' | 'just outside the lifetime bound' | 'in 2100'
   nbf: 'absent' | '10 min ago' | 'in 10 min'
   crit: boolean
   payload: 'object' | 'array' | 'string' | 'null' | 'number'
-  signature: 'intact' | 'first character changed'
+  signature: 'intact' | 'first character changed' | 'last character\'s twin'
 }
 
 type AuthSpec =
   | 'absent' | 'empty' | 'valid' | 'valid, padded' | 'valid HS512' | 'Bearer valid'
+  | 'valid twice' | 'valid, then wrong secret' | 'wrong secret, then valid' | 'empty, then valid'
   | 'expired' | 'alg none' | 'tampered payload' | 'wrong secret' | { garbage: string } | { forged: ForgedSpec }
 
 const HMAC_ALGS: Record<string, 'sha256' | 'sha384' | 'sha512'> = { HS256: 'sha256', HS384: 'sha384', HS512: 'sha512' }
-const FUTURE_EXP = new Set<ForgedSpec['exp']>(['in 10 min', 'in 10 min, fractional', '1e308', '1e400'])
+/** No further ahead than TOKEN_LIFETIME_S + CLOCK_TOLERANCE_MS: 1e308, 1e400 and 2100 are not. */
+const ACCEPTED_EXP = new Set<ForgedSpec['exp']>(['in 10 min', 'in 10 min, fractional', 'just inside the lifetime bound'])
 
 /** Whether docs/api.md says the service accepts this Authorization; only these reach a handler. */
 function isValidAuth (auth: AuthSpec): boolean {
   if (typeof auth === 'string') return auth === 'valid' || auth === 'valid, padded' || auth === 'valid HS512'
   if ('garbage' in auth) return false
   const { alg, exp, nbf, crit, payload, signature } = auth.forged
-  return HMAC_ALGS[alg] !== undefined && FUTURE_EXP.has(exp) && nbf !== 'in 10 min' && !crit &&
-    payload === 'object' && signature === 'intact'
+  // An HS384 signature (64 characters) has no unused bits, so no twin: it stays intact
+  const intact = signature === 'intact' || (signature === 'last character\'s twin' && alg === 'HS384')
+  return HMAC_ALGS[alg] !== undefined && ACCEPTED_EXP.has(exp) && nbf !== 'in 10 min' && !crit &&
+    payload === 'object' && intact
 }
 
 type HostSpec = 'normal' | 'absent' | 'twice' | 'empty' | { garbage: string }
@@ -164,7 +172,10 @@ function forgeToken (spec: ForgedSpec): string {
     'a numeric string': `"${now + 600}"`,
     null: 'null',
     'an array': `[${now + 600}]`,
-    true: 'true'
+    true: 'true',
+    'just inside the lifetime bound': String(now + TOKEN_LIFETIME_S + CLOCK_TOLERANCE_MS / 1000 - 1),
+    'just outside the lifetime bound': String(now + TOKEN_LIFETIME_S + CLOCK_TOLERANCE_MS / 1000 + 2),
+    'in 2100': String(Date.UTC(2100, 0, 1) / 1000)
   }[spec.exp]
   if (exp !== null) claims.push(`"exp":${exp}`)
   if (spec.nbf !== 'absent') claims.push(`"nbf":${spec.nbf === 'in 10 min' ? now + 600 : now - 600}`)
@@ -178,7 +189,32 @@ function forgeToken (spec: ForgedSpec): string {
     // The first character: the last one of a base64url HMAC may differ in padding bits only
     signature = (signature.startsWith('A') ? 'B' : 'A') + signature.slice(1)
   }
+  if (spec.signature === 'last character\'s twin') signature = canonicalTwin(signature)
   return `${signingInput}.${signature}`
+}
+
+const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+
+/**
+ * `segment` with its last character replaced by the next one that decodes to the same bytes (it
+ * differs in unused bits only), or unchanged when its length leaves no unused bits (HS384's 64
+ * characters, an empty signature).
+ */
+function canonicalTwin (segment: string): string {
+  if (segment.length % 4 < 2) return segment
+  return segment.slice(0, -1) + BASE64URL[BASE64URL.indexOf(segment.slice(-1)) + 1]
+}
+
+/** The Authorization fields sent for `auth`, in order: two for the duplicated ones. */
+function authorizationValues (auth: AuthSpec, tokens: Tokens): string[] {
+  switch (auth) {
+    case 'valid twice': return [tokens.valid, tokens.valid]
+    case 'valid, then wrong secret': return [tokens.valid, tokens.wrongSecret]
+    case 'wrong secret, then valid': return [tokens.wrongSecret, tokens.valid]
+    case 'empty, then valid': return ['', tokens.valid]
+  }
+  const value = authorizationValue(auth, tokens)
+  return value === null ? [] : [value]
 }
 
 function authorizationValue (auth: AuthSpec, tokens: Tokens): string | null {
@@ -194,6 +230,7 @@ function authorizationValue (auth: AuthSpec, tokens: Tokens): string | null {
     case 'alg none': return tokens.none
     case 'tampered payload': return tokens.tampered
     case 'wrong secret': return tokens.wrongSecret
+    default: throw new Error(`${JSON.stringify(auth)} is more than one field (authorizationValues)`)
   }
 }
 
@@ -226,8 +263,7 @@ function render (spec: RequestSpec, tokens: Tokens): Buffer {
   else if (host === 'twice') parts.push(renderHeaderLine('Host', 'localhost'), renderHeaderLine('Host', 'evil.example'))
   else if (host === 'empty') parts.push(renderHeaderLine('Host', ''))
   else if (typeof host === 'object') parts.push(renderHeaderLine('Host', host.garbage))
-  const authorization = authorizationValue(spec.auth, tokens)
-  if (authorization !== null) parts.push(renderHeaderLine('Authorization', authorization))
+  for (const value of authorizationValues(spec.auth, tokens)) parts.push(renderHeaderLine('Authorization', value))
   if (spec.contentType !== null) parts.push(renderHeaderLine('Content-Type', spec.contentType))
   for (const [name, value] of spec.extra) parts.push(renderHeaderLine(name, value))
   const body = spec.body === null ? null : renderBody(spec.body)
@@ -395,12 +431,12 @@ const forgedArb: fc.Arbitrary<ForgedSpec> = fc.record({
   alg: fc.constantFrom<ForgedSpec['alg']>('HS256', 'HS384', 'HS512', 'hs256', 'none', 'RS256', 'HS384 header, HS256 signature'),
   exp: fc.constantFrom<ForgedSpec['exp']>(
     'in 10 min', 'in 10 min, fractional', '1e308', '1e400', '10 min ago', 'absent', 'a numeric string', 'null',
-    'an array', 'true'
+    'an array', 'true', 'just inside the lifetime bound', 'just outside the lifetime bound', 'in 2100'
   ),
   nbf: fc.constantFrom<ForgedSpec['nbf']>('absent', '10 min ago', 'in 10 min'),
   crit: fc.boolean(),
   payload: fc.constantFrom<ForgedSpec['payload']>('object', 'object', 'array', 'string', 'null', 'number'),
-  signature: fc.constantFrom<ForgedSpec['signature']>('intact', 'intact', 'first character changed')
+  signature: fc.constantFrom<ForgedSpec['signature']>('intact', 'intact', 'first character changed', 'last character\'s twin')
 })
 
 const authArb: fc.Arbitrary<AuthSpec> = fc.oneof(
@@ -409,7 +445,8 @@ const authArb: fc.Arbitrary<AuthSpec> = fc.oneof(
     weight: 4,
     arbitrary: fc.constantFrom<AuthSpec>(
       'absent', 'empty', 'valid', 'valid, padded', 'valid HS512', 'Bearer valid', 'expired', 'alg none',
-      'tampered payload', 'wrong secret'
+      'tampered payload', 'wrong secret', 'valid twice', 'valid, then wrong secret', 'wrong secret, then valid',
+      'empty, then valid'
     )
   },
   { weight: 1, arbitrary: headerText.map((garbage): AuthSpec => ({ garbage })) },
@@ -645,8 +682,26 @@ function headerExamples (): RequestSpec[] {
       .map((auth): RequestSpec => ({ ...plain, auth })),
     ...[null, 'application/json; charset=utf-8', 'APPLICATION/JSON', 'text/plain', '', 'application/jsonx', ';;;']
       .map((contentType): RequestSpec => ({ ...plain, method: 'POST', target: '/token', auth: 'absent', contentType, body: login })),
-    { ...plain, extra: [['X-Filler', 'x'.repeat(8000)], ['X-Filler-2', 'x'.repeat(9000)]] }
+    { ...plain, extra: [['X-Filler', 'x'.repeat(8000)], ['X-Filler-2', 'x'.repeat(9000)]] },
+    ...tokenExamples()
   ]
+}
+
+/**
+ * The bounds of the authenticate hook on GET /books: `exp` just inside and just outside the
+ * lifetime bound and far ahead, each signature's non-canonical twin, two Authorization fields.
+ */
+function tokenExamples (): RequestSpec[] {
+  const forged = (overrides: Partial<ForgedSpec>): AuthSpec => ({
+    forged: { alg: 'HS256', exp: 'in 10 min', nbf: 'absent', crit: false, payload: 'object', signature: 'intact', ...overrides }
+  })
+  const exps: Array<ForgedSpec['exp']> = ['just inside the lifetime bound', 'just outside the lifetime bound', '1e308', '1e400', 'in 2100']
+  const algs: Array<ForgedSpec['alg']> = ['HS256', 'HS384', 'HS512']
+  return [
+    ...exps.map((exp) => forged({ exp })),
+    ...algs.map((alg) => forged({ alg, signature: 'last character\'s twin' })),
+    ...(['valid twice', 'valid, then wrong secret', 'wrong secret, then valid', 'empty, then valid'] as AuthSpec[])
+  ].map((auth): RequestSpec => ({ ...plain, auth }))
 }
 
 function bodyExamples (storedId: string): RequestSpec[] {
