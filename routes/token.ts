@@ -13,6 +13,7 @@ function digest (value: string): Buffer {
 const EXAMPLE_TOKEN = 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJleHAiOjE3MDAwMDA5MDB9.c2lnbmF0dXJlLW9mLWFuLWV4YW1wbGUtdG9rZW4'
 
 const token: FastifyPluginAsyncTypebox = async (fastify) => {
+  const { loginAttempts } = fastify
   const username = digest(fastify.config.AUTH_USERNAME)
   const password = digest(fastify.config.AUTH_PASSWORD)
 
@@ -43,11 +44,17 @@ const token: FastifyPluginAsyncTypebox = async (fastify) => {
         })
       }
     }
-  }, async function (request) {
+  }, async function (request, reply) {
+    const retryAfter = await loginAttempts.refusal(request)
+    if (retryAfter !== null) {
+      reply.header('retry-after', retryAfter)
+      throw new ApiError(429, Message.TooManyRequests)
+    }
     // Both comparisons always run: no early exit tells which half was wrong
     const usernameMatches = timingSafeEqual(digest(request.body.username), username)
     const passwordMatches = timingSafeEqual(digest(request.body.password), password)
     if (!(usernameMatches && passwordMatches)) throw new ApiError(401, Message.InvalidCredentials)
+    await loginAttempts.succeeded(request)
 
     let signed: string
     try {

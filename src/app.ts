@@ -12,6 +12,7 @@ import swagger from '../plugins/external/swagger.js'
 import authenticate from '../plugins/app/authenticate.js'
 import booksRepository from '../plugins/app/books-repository.js'
 import idempotencyKeysSweep from '../plugins/app/idempotency-keys-sweep.js'
+import loginAttempts from '../plugins/app/login-attempts.js'
 import httpEdge, { clientErrorHandler, frameworkErrors } from '../plugins/app/http-edge.js'
 import metrics from '../plugins/app/metrics.js'
 import migrate from '../plugins/app/migrate.js'
@@ -93,6 +94,7 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
   await fastify.register(metrics)
   await fastify.register(jwt)
   await fastify.register(rateLimit)
+  await fastify.register(loginAttempts)
   await fastify.register(authenticate)
   await fastify.register(booksRepository)
   await fastify.register(idempotencyKeysSweep)

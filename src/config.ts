@@ -30,6 +30,9 @@ export const ConfigSchema = Type.Object({
   SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 0 }),
   // Attempts at POST /token per client address and minute
   TOKEN_RATE_LIMIT: Type.Integer({ minimum: 1, default: 30 }),
+  // Attempts at POST /token per username and minute, from all addresses that have not logged in
+  // in the last 7 days together: guessing spread over many addresses (plugins/app/login-attempts.ts)
+  TOKEN_USERNAME_RATE_LIMIT: Type.Integer({ minimum: 1, default: 10 }),
   // Where all instances count those attempts together: redis[s]://[[user]:password@]host[:port][/db],
   // no query (it would override the client's time bounds); empty: each process counts alone
   REDIS_URL: Type.String({ default: '', pattern: '^(rediss?://[^\\s/?#]+(/[0-9]*)?)?$' }),

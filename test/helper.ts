@@ -23,6 +23,7 @@ export function testEnv (dbUrl: string): Record<string, string> {
     AUTH_PASSWORD: PASSWORD,
     // Far above what any test file sends; test/plugins/external/rate-limit.test.ts checks the limit
     TOKEN_RATE_LIMIT: '10000',
+    TOKEN_USERNAME_RATE_LIMIT: '10000',
     // As the service does itself for `pglite:` URLs: PGlite's one session cannot hold the same
     // prepared statements for two connections
     ...(STORE === 'pglite' ? { DB_POOL_MAX: '1' } : {})

@@ -3,6 +3,7 @@ import fastifyRateLimit, { type FastifyRateLimitStore, type FastifyRateLimitStor
 import type { FastifyBaseLogger } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
+import { AttemptTable, type LimitOptions } from '../../src/attempt-table.js'
 import { Message } from '../../src/envelope.js'
 import { ApiError } from '../../src/errors.js'
 
@@ -25,12 +26,12 @@ export const LogMessage = {
 } as const
 
 interface StoreOptions { continueExceeding?: boolean, exponentialBackoff?: boolean, cache?: number }
-type LocalStoreConstructor = new (continueExceeding?: boolean, exponentialBackoff?: boolean, cache?: number) => FastifyRateLimitStore
-type RedisStoreConstructor = new (continueExceeding: boolean | undefined, exponentialBackoff: boolean | undefined, redis: Redis, key: string) => FastifyRateLimitStore
+/** The store interface with `read` (a count without counting), which the library's stores have. */
+type ReadableStore = FastifyRateLimitStore & { read: FastifyRateLimitStore['incr'] }
+type RedisStoreConstructor = new (continueExceeding: boolean | undefined, exponentialBackoff: boolean | undefined, redis: Redis, key: string) => ReadableStore
 
-// The library's own two stores. Its index does not export them, but chooses one or the other;
-// we need both, behind one store of ours (see SharedOrLocalStore)
-const LocalStore: LocalStoreConstructor = require('@fastify/rate-limit/store/LocalStore.js')
+// The library's Redis store. Its index does not export it, but chooses it or its LRU; we need
+// it behind a store of ours (see SharedOrLocalStore)
 const RedisStore: RedisStoreConstructor = require('@fastify/rate-limit/store/RedisStore.js')
 
 /**
@@ -82,17 +83,25 @@ class SharedCounting {
  * The library offers only `skipOnError`, which lets every attempt through while Redis is away:
  * no limit at all. Here a brute force keeps meeting at least the per-process limit.
  */
-class SharedOrLocalStore implements FastifyRateLimitStore {
-  constructor (readonly counting: SharedCounting, readonly remote: FastifyRateLimitStore, readonly local: FastifyRateLimitStore) {}
+class SharedOrLocalStore implements ReadableStore {
+  constructor (readonly counting: SharedCounting, readonly remote: ReadableStore, readonly local: ReadableStore) {}
 
   incr (key: string, callback: Parameters<FastifyRateLimitStore['incr']>[1], timeWindow: number, max: number) {
-    const countLocally = () => this.local.incr(key, callback, timeWindow, max)
+    this.#use('incr', key, callback, timeWindow, max)
+  }
+
+  read (key: string, callback: Parameters<FastifyRateLimitStore['incr']>[1], timeWindow: number, max: number) {
+    this.#use('read', key, callback, timeWindow, max)
+  }
+
+  #use (method: 'incr' | 'read', key: string, callback: Parameters<FastifyRateLimitStore['incr']>[1], timeWindow: number, max: number) {
+    const countLocally = () => this.local[method](key, callback, timeWindow, max)
     // Not connected (or reconnecting): no command is sent, nothing waits
     if (this.counting.redis.status !== 'ready') {
       countLocally()
       return
     }
-    this.remote.incr(key, (err, result) => {
+    this.remote[method](key, (err, result) => {
       if (err !== null) {
         // Also a Redis that stalls, after REDIS_COMMAND_TIMEOUT_MS; its connection is then
         // replaced (socketTimeout), and counting stays local until the new one is ready
@@ -105,8 +114,11 @@ class SharedOrLocalStore implements FastifyRateLimitStore {
     }, timeWindow, max)
   }
 
-  child (routeOptions: Parameters<FastifyRateLimitStore['child']>[0]) {
-    return new SharedOrLocalStore(this.counting, this.remote.child(routeOptions), this.local.child(routeOptions))
+  child (routeOptions: LimitOptions) {
+    // A route's limit counts under keys naming the route; one made with `createRateLimit` has no
+    // route (the library would name it `undefinedundefined`): its key generator names its keys
+    const remote = routeOptions.routeInfo?.url === undefined ? this.remote : this.remote.child(routeOptions) as ReadableStore
+    return new SharedOrLocalStore(this.counting, remote, this.local.child(routeOptions) as ReadableStore)
   }
 }
 
@@ -149,7 +161,11 @@ async function createClient (url: string): Promise<Redis> {
  */
 export default fp(async function rateLimit (fastify) {
   const { REDIS_URL } = fastify.config
-  let store: FastifyRateLimitStoreCtor | undefined
+  let store: FastifyRateLimitStoreCtor = class extends AttemptTable {
+    constructor ({ cache }: StoreOptions) {
+      super(cache)
+    }
+  }
   if (REDIS_URL !== '') {
     const redis = await createClient(REDIS_URL)
     fastify.addHook('onClose', async () => {
@@ -169,7 +185,7 @@ export default fp(async function rateLimit (fastify) {
       constructor ({ continueExceeding, exponentialBackoff, cache }: StoreOptions) {
         super(counting,
           new RedisStore(continueExceeding, exponentialBackoff, redis, KEY_NAMESPACE),
-          new LocalStore(continueExceeding, exponentialBackoff, cache))
+          new AttemptTable(cache))
       }
     }
   }

@@ -1,0 +1,67 @@
+import { createHash } from 'node:crypto'
+import { normalizeIP, type CreateRateLimitOptions } from '@fastify/rate-limit'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import type { Login } from '../../src/schemas/auth.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    loginAttempts: ReturnType<typeof createLoginAttempts>
+  }
+}
+
+/** The window of TOKEN_USERNAME_RATE_LIMIT. */
+export const USERNAME_WINDOW_MS = 60_000
+/** How long an address that logged in is exempt from the per-username limit. */
+export const TRUSTED_ADDRESS_MS = 7 * 24 * 3_600_000
+/** How many such addresses a process keeps (Redis keeps all); only a login adds one. */
+export const TRUSTED_TABLE_SIZE = 1000
+
+/** The address as the per-address limit counts it: IPv6 by /64. */
+const address = (request: FastifyRequest) => normalizeIP(request.ip)
+
+/**
+ * Guessing spread over many addresses: at most TOKEN_USERNAME_RATE_LIMIT attempts per username
+ * and minute from the addresses that have not logged in successfully in the last 7 days, then
+ * 429 until the minute ends. An address that has logged in keeps logging in whatever an attacker
+ * does to the username (it is still under the per-address limit). Every username is counted
+ * alike, whether it exists or not, so a 429 says nothing about which one does. Attempts are
+ * counted before the password is checked (a count after it would let a burst of concurrent
+ * guesses all pass the check), refused ones included; the window is fixed, so they do not make
+ * it longer. The counts are where the per-address ones are (Redis with REDIS_URL, else the
+ * process), under `username:<SHA-256 of it>` and `trusted:<address>`.
+ */
+function createLoginAttempts (fastify: FastifyInstance) {
+  const trust = fastify.createRateLimit({
+    keyGenerator: (request) => `trusted:${address(request)}`,
+    max: 1,
+    timeWindow: TRUSTED_ADDRESS_MS,
+    cache: TRUSTED_TABLE_SIZE
+  } as CreateRateLimitOptions)
+  const perUsername = fastify.createRateLimit({
+    keyGenerator: (request) => `username:${createHash('sha256').update((request.body as Login).username).digest('base64url')}`,
+    max: fastify.config.TOKEN_USERNAME_RATE_LIMIT,
+    timeWindow: USERNAME_WINDOW_MS,
+    allowList: async (request) => {
+      const trusted = await trust(request, { increment: false })
+      return !trusted.isAllowed && trusted.remaining === 0
+    }
+  })
+
+  return {
+    /** Counts the attempt; null when it may go on, else the seconds until the username may be tried. */
+    async refusal (request: FastifyRequest): Promise<number | null> {
+      const limit = await perUsername(request)
+      return !limit.isAllowed && limit.isExceeded ? limit.ttlInSeconds : null
+    },
+
+    /** The request's address logged in: exempt from the per-username limit from now on. */
+    async succeeded (request: FastifyRequest): Promise<void> {
+      await trust(request)
+    }
+  }
+}
+
+export default fp(async function loginAttempts (fastify) {
+  fastify.decorate('loginAttempts', createLoginAttempts(fastify))
+}, { name: 'login-attempts', dependencies: ['env', 'rate-limit'] })
