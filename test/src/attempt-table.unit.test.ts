@@ -10,7 +10,7 @@ const WINDOW = 60_000
 
 function count (table: AttemptTable, key: string): number {
   let current = -1
-  table.incr(key, (err, result) => { if (err === null && result !== undefined) current = result.current }, WINDOW, 3)
+  table.incr(key, (err, result) => { if (err === null && result !== undefined) current = result.current }, WINDOW)
   return current
 }
 
