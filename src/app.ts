@@ -13,6 +13,7 @@ import authenticate from '../plugins/app/authenticate.js'
 import booksRepository from '../plugins/app/books-repository.js'
 import idempotencyKeysSweep from '../plugins/app/idempotency-keys-sweep.js'
 import httpEdge, { clientErrorHandler, frameworkErrors } from '../plugins/app/http-edge.js'
+import jsonBody from '../plugins/app/json-body.js'
 import metrics from '../plugins/app/metrics.js'
 import migrate from '../plugins/app/migrate.js'
 import responseHeaders from '../plugins/app/response-headers.js'
@@ -99,6 +100,7 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
 
   // Bodies are JSON only; anything else is 415 rather than a string that fails validation
   fastify.removeContentTypeParser('text/plain')
+  await fastify.register(jsonBody)
   fastify.setErrorHandler(errorHandler)
 
   // The OpenAPI document collects the routes registered after it
