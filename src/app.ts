@@ -14,6 +14,7 @@ import booksRepository from '../plugins/app/books-repository.js'
 import idempotencyKeysSweep from '../plugins/app/idempotency-keys-sweep.js'
 import loginAttempts from '../plugins/app/login-attempts.js'
 import httpEdge, { clientErrorHandler, frameworkErrors } from '../plugins/app/http-edge.js'
+import jsonBody from '../plugins/app/json-body.js'
 import metrics from '../plugins/app/metrics.js'
 import migrate from '../plugins/app/migrate.js'
 import responseHeaders from '../plugins/app/response-headers.js'
@@ -101,6 +102,7 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
 
   // Bodies are JSON only; anything else is 415 rather than a string that fails validation
   fastify.removeContentTypeParser('text/plain')
+  await fastify.register(jsonBody)
   fastify.setErrorHandler(errorHandler)
 
   // The OpenAPI document collects the routes registered after it

@@ -12,9 +12,9 @@ declare module 'fastify' {
 
 /**
  * One log line per request, written when the response has gone out (or could not go out in
- * full): request id (`reqId`), method, matched route, URL, status and time in milliseconds. It
- * replaces Fastify's two lines (incoming, completed), which say less; headers and bodies are
- * never logged. It also covers what skips the hooks, like an undecodable URL.
+ * full): request id (`reqId`), method, matched route, path, status and time in milliseconds. It
+ * replaces Fastify's two lines (incoming, completed), which say less; headers, bodies and query
+ * strings are never logged. It also covers what skips the hooks, like an undecodable URL.
  */
 export class RequestLogController extends LogController {
   override incomingRequest () {}
@@ -42,11 +42,20 @@ export class RequestLogController extends LogController {
 /** The one controller: it keeps no state, and the HTTP edge writes its lines too. */
 export const requestLog = new RequestLogController()
 
+/**
+ * The request target without its query string: no route reads a query, and a client may put
+ * anything there, a token (`?token=...`) among it, which must not reach the log.
+ */
+export function pathOf (url: string): string {
+  const query = url.indexOf('?')
+  return query === -1 ? url : url.slice(0, query)
+}
+
 function fields (request: FastifyRequest, reply: FastifyReply, route = request.routeOptions) {
   return {
     method: request.method,
     route: route.url ?? null,
-    url: request.url,
+    url: pathOf(request.url),
     statusCode: reply.statusCode,
     responseTime: Math.round(reply.elapsedTime * 100) / 100
   }

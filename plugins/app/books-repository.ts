@@ -180,7 +180,7 @@ export function createBooksRepository (pg: PostgresDb) {
       calls.map((c) => c.key?.fingerprint ?? null),
       calls.map((c) => c.key === undefined ? null : keyLock(c.key.key))
     ])
-    const answers = calls.map((call, i): CreateOutcome | null => {
+    const answers = calls.map((call, i): CreateOutcome | Error | null => {
       const { outcome, id } = rows[i]!
       switch (outcome) {
         case 'created':
@@ -192,16 +192,24 @@ export function createBooksRepository (pg: PostgresDb) {
           return { outcome }
       }
     })
-    // Keys another instance stored while this statement ran: read afresh, each is then known
+    // Keys another instance stored while this statement ran: read afresh, each is then known.
+    // The other books of the batch are committed by now: if this read fails, it fails the
+    // conflicting calls alone (nothing of theirs was stored), never a create that was stored
     const conflicts = calls.filter((_, i) => answers[i] === null)
     if (conflicts.length > 0) {
-      const { rows: stored } = await query<StoredKey>(STORED_KEYS, [conflicts.map((c) => c.key!.key)])
-      const byKey = new Map(stored.map((row) => [row.key, row]))
+      let known: (call: CreateCall) => CreateOutcome | Error
+      try {
+        const { rows: stored } = await query<StoredKey>(STORED_KEYS, [conflicts.map((c) => c.key!.key)])
+        const byKey = new Map(stored.map((row) => [row.key, row]))
+        known = (call) => knownKey(call, byKey.get(call.key!.key))
+      } catch (err) {
+        known = () => err as Error
+      }
       calls.forEach((call, i) => {
-        if (answers[i] === null) answers[i] = knownKey(call, byKey.get(call.key!.key))
+        if (answers[i] === null) answers[i] = known(call)
       })
     }
-    return answers as CreateOutcome[]
+    return answers as Array<CreateOutcome | Error>
   })
   // Keys of creates in flight in this instance; a statement never holds one key twice
   const keysInFlight = new Set<string>()

@@ -297,11 +297,13 @@ const MUTATING_METHODS = new Set(['POST', 'PUT', 'DELETE', 'PATCH'])
 function certainlyNotABook (body: Buffer): boolean {
   let value: unknown
   try {
-    value = JSON.parse(body.toString('utf8').replace(/^\uFEFF/, ''))
+    // Bytes that are not UTF-8 are refused (docs/api.md, Bodies)
+    value = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body))
   } catch (err) {
-    if (err instanceof SyntaxError) return true
+    if (err instanceof SyntaxError || err instanceof TypeError) return true
     throw err
   }
+  if (!everyStringWellFormed(value)) return true
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return true
   const fields = value as Record<string, unknown>
   for (const key of ['title', 'author']) {
@@ -325,11 +327,38 @@ function namesNoStoredBook (target: string, storedIds: Set<string>): boolean {
  * DELETE of an id no book has, a body that is certainly refused); elsewhere it is swapped for a
  * tampered one. So every book stays as seeded, whatever the service does with what it accepts.
  */
+/** Whether no string of a parsed JSON value, keys included, holds a lone surrogate. Bodies nest deep: no recursion. */
+function everyStringWellFormed (value: unknown): boolean {
+  const wellFormed = (text: string) => !/\p{Surrogate}/u.test(text.replace(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g, ''))
+  const pending = [value]
+  while (pending.length > 0) {
+    const next = pending.pop()
+    if (typeof next === 'string') {
+      if (!wellFormed(next)) return false
+    } else if (next !== null && typeof next === 'object') {
+      for (const [key, item] of Object.entries(next)) {
+        if (!wellFormed(key)) return false
+        pending.push(item)
+      }
+    }
+  }
+  return true
+}
+
+/** Content codings the service certainly refuses (415): it decodes none but `identity`. */
+const REFUSED_CODINGS = new Set(['gzip', 'x-foo', 'br', 'deflate', 'identity, gzip', 'gzip, identity', 'X-FOO', 'compress'])
+
+/** A body in a coding from REFUSED_CODINGS is 415 whatever it holds. */
+function certainlyRefusedCoding (spec: RequestSpec): boolean {
+  return spec.body !== null && renderBody(spec.body).length > 0 &&
+    spec.extra.some(([name, value]) => name.toLowerCase() === 'content-encoding' && REFUSED_CODINGS.has(value))
+}
+
 function makeHarmless (spec: RequestSpec, storedIds: Set<string>): RequestSpec {
   if (!isValidAuth(spec.auth) || !MUTATING_METHODS.has(spec.method)) return spec
   const harmless = spec.method === 'DELETE'
     ? namesNoStoredBook(spec.target, storedIds) && spec.targetEncoding === 'utf8'
-    : certainlyNotABook(spec.body === null ? Buffer.alloc(0) : renderBody(spec.body))
+    : certainlyNotABook(spec.body === null ? Buffer.alloc(0) : renderBody(spec.body)) || certainlyRefusedCoding(spec)
   return harmless ? spec : { ...spec, auth: 'tampered payload' }
 }
 
@@ -610,6 +639,106 @@ function requestArb (storedIds: string[], overrides: Overrides = {}): fc.Arbitra
 }
 
 // ---------------------------------------------------------------------------------------------
+// Input: strings that are not well-formed Unicode, content codings, charsets, paths that leave
+// /docs/static/, tokens in query strings (docs/api.md, Bodies; operations.md, Logs)
+
+const loneSurrogateArb = fc.oneof(
+  fc.constantFrom('\uD800', '\uDBFF', '\uDC00', '\uDFFF', 'a\uD800b', '\uDE00\uD83D', '\uD83D\uDE00\uD800'),
+  fc.tuple(fc.string({ maxLength: 5 }), fc.integer({ min: 0xD800, max: 0xDFFF }), fc.string({ maxLength: 5 }))
+    .map(([before, code, after]) => before + String.fromCharCode(code) + after)
+)
+
+/** A book, patch or login whose one string (a value, an unknown field or a key) holds a lone surrogate. */
+const illFormedJsonArb = fc.tuple(
+  fc.constantFrom('title', 'author', 'username', 'password', 'unknown', 'a key'),
+  loneSurrogateArb,
+  fc.boolean()
+).map(([field, lone, login]): BodySpec => {
+  const base: Record<string, unknown> = login ? { username: USERNAME, password: PASSWORD } : { ...SEEDS[0] }
+  // JSON.stringify writes a lone surrogate as its escape, `\ud800`
+  return utf8(JSON.stringify(field === 'a key' ? { ...base, [lone]: 1 } : { ...base, [field]: lone }))
+})
+
+/** A good book but for bytes that are not UTF-8 in its title: an encoded surrogate, stray or overlong bytes. */
+const notUtf8BookArb = fc.constantFrom([0xED, 0xA0, 0x80], [0xED, 0xBF, 0xBF], [0xFF], [0xC0, 0xAF], [0xF8, 0x88, 0x80, 0x80, 0x80], [0xE2, 0x82], [0x80])
+  .map((bytes): BodySpec => ({ text: `{"title":"${String.fromCharCode(...bytes)}","author":"A","year":1}`, encoding: 'latin1' }))
+
+const codingArb = fc.constantFrom<[string, string]>(
+  ['Content-Encoding', 'gzip'], ['Content-Encoding', 'x-foo'], ['Content-Encoding', 'X-FOO'], ['Content-Encoding', 'br'],
+  ['Content-Encoding', 'deflate'], ['Content-Encoding', 'compress'], ['Content-Encoding', 'identity, gzip'],
+  ['Content-Encoding', 'gzip, identity'], ['Content-Encoding', 'identity'], ['Content-Encoding', ' IDENTITY ']
+)
+
+const charsetTypeArb = fc.oneof(
+  fc.constantFrom(
+    'application/json; charset=latin1', 'application/json; charset=utf-16', 'application/json; charset="ISO-8859-1"',
+    'application/json; charset=', 'application/json; charset=utf-7', 'application/json; charset=x-nonsense',
+    'application/json; charset=utf8', 'application/json; charset="UTF-8"', 'application/json; charset=utf-8; foo=bar'
+  ),
+  fc.stringMatching(/^[a-zA-Z0-9-]{0,12}$/).map((charset) => `application/json; charset=${charset}`)
+)
+
+/** Paths under /docs/static/ that climb out of it, raw, encoded, doubly encoded, with backslashes. */
+const traversalArb = fc.tuple(
+  fc.array(fc.constantFrom('..', '%2e%2e', '%2E%2E', '.%2e', '%2e.', '..%2f', '%2e%2e%2f', '%2E%2E%2F', '%252e%252e', '..\\', '%5c..', '..%5c', '', 'a', '%00'), { minLength: 1, maxLength: 4 }),
+  fc.constantFrom('json', 'package.json', 'etc/passwd', 'swagger-ui.css', '')
+).map(([steps, file]) => `/docs/static/${steps.join('/')}/${file}`)
+
+/** Requests of this section; `token` is a valid token, to be put in query strings. */
+function inputRequestArb (storedIds: string[], token: string): fc.Arbitrary<RequestSpec> {
+  const withToken = fc.constantFrom('', `?token=${token}`, `?access_token=${token}&x=1`, `?token=${token}%zz`)
+  return fc.oneof(
+    {
+      weight: 3,
+      arbitrary: requestArb(storedIds, {
+        method: fc.constantFrom('POST', 'PUT', 'DELETE'),
+        target: realTargetArb(storedIds),
+        targetEncoding: fc.constant<'utf8'>('utf8'),
+        version: fc.constant('HTTP/1.1'),
+        host: fc.constant<HostSpec>('normal'),
+        auth: mostlyValidAuthArb,
+        contentType: fc.oneof(fc.constant('application/json'), charsetTypeArb),
+        extra: fc.array(codingArb, { maxLength: 2 }),
+        body: fc.oneof(illFormedJsonArb, notUtf8BookArb, bookishTextArb.map(utf8), loginTextArb.map(utf8))
+      })
+    },
+    {
+      weight: 1,
+      arbitrary: requestArb(storedIds, {
+        method: fc.constantFrom('GET', 'HEAD', 'GET', 'POST'),
+        target: fc.tuple(fc.oneof(traversalArb, fc.constantFrom('/books', '/book/%zz', '/nowhere')), withToken).map(([path, query]) => path + query),
+        targetEncoding: fc.constant<'utf8'>('utf8'),
+        version: fc.constant('HTTP/1.1'),
+        host: fc.constant<HostSpec>('normal'),
+        extra: fc.constant([]),
+        body: fc.constant(null)
+      })
+    }
+  )
+}
+
+function inputExamples (storedId: string, token: string): RequestSpec[] {
+  const book = `/book/${storedId}`
+  const coded = (spec: RequestSpec, coding: string): RequestSpec => ({ ...spec, extra: [['Content-Encoding', coding]] })
+  const get = (target: string): RequestSpec => ({ ...plain, target })
+  return [
+    json('POST', '/book', utf8(JSON.stringify({ ...SEEDS[0], title: '\uD800' }))),
+    json('PUT', book, utf8(JSON.stringify({ author: 'x\uDFFF' }))),
+    json('POST', '/token', utf8(JSON.stringify({ username: '\uD800', password: PASSWORD })), 'absent'),
+    json('DELETE', book, utf8(JSON.stringify({ '\uDC00': 1 }))),
+    json('POST', '/book', { text: '{"title":"\xed\xa0\x80","author":"A","year":1}', encoding: 'latin1' }),
+    coded(json('POST', '/book', utf8(JSON.stringify(SEEDS[0]))), 'x-foo'),
+    coded(json('PUT', book, utf8('{"title":"T"}')), 'gzip'),
+    coded(json('DELETE', book, utf8('{}')), 'identity, gzip'),
+    coded(json('POST', '/token', utf8(JSON.stringify({ username: USERNAME, password: PASSWORD })), 'absent'), 'br'),
+    { ...json('POST', '/token', utf8(JSON.stringify({ username: USERNAME, password: PASSWORD })), 'absent'), contentType: 'application/json; charset=latin1' },
+    get('/docs/static/../json'), get('/docs/static/%2e%2e/json'), get('/docs/static/%2E%2E%2Fjson'), get('/docs/static/..%2fjson'),
+    get('/docs/static/%252e%252e/json'), get('/docs/static/..\\json'), get('/docs/static//etc/passwd'), get('/docs/static/%00'),
+    get(`/books?token=${token}`), get(`/book/%zz?token=${token}`)
+  ]
+}
+
+// ---------------------------------------------------------------------------------------------
 // The properties of every single answer
 
 const isPlainObject = (value: unknown): value is Record<string, unknown> =>
@@ -800,6 +929,12 @@ t.test('hostile requests: always an envelope, never a 5xx, the process stays up,
       })
     },
     {
+      name: 'input: lone surrogates, bytes not UTF-8, content codings, charsets, /docs/static/ traversal, tokens in queries',
+      numRuns: 100,
+      examples: inputExamples(storedId, token),
+      arbitrary: inputRequestArb(storedIds, token)
+    },
+    {
       name: 'everything at once',
       numRuns: 100,
       examples: [],
@@ -829,6 +964,8 @@ t.test('hostile requests: always an envelope, never a 5xx, the process stays up,
 
   const after = await snapshot()
   t.strictSame(after, before, 'the books table is exactly what it was')
+  // Tokens went in query strings: the log holds paths only
+  t.notOk(service.stdout.includes(token) || service.stderr.includes(token), 'the token is nowhere in the log')
   const list = await withTimeout(service.request('GET', '/books', { token }), 5000, 'GET /books')
   t.strictSame(list.body, {
     status: 200,

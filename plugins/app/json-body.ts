@@ -1,0 +1,116 @@
+import { parse as parseContentType } from 'content-type'
+import { errorCodes, type FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+
+declare global {
+  interface String {
+    /** Node 20 has it (ES2024); the compiler's target library is ES2022. */
+    isWellFormed (): boolean
+  }
+}
+
+/**
+ * A JSON string holding a lone surrogate (`"\ud800"`): valid JSON text, but not Unicode text
+ * (I-JSON, RFC 7493 section 2.1, forbids it). node-postgres would store it as U+FFFD, not as sent.
+ * A 400, answered with the route's message for a body it cannot parse.
+ */
+export class IllFormedUnicodeError extends Error {
+  readonly statusCode = 400
+  readonly code = 'BOOKKEEPING_ILL_FORMED_UNICODE'
+  constructor () {
+    super('a JSON string of the body is not well-formed Unicode (a lone surrogate)')
+  }
+}
+
+/** UTF-8 only; a byte sequence that is not UTF-8 throws instead of becoming U+FFFD. Drops a BOM. */
+const utf8 = new TextDecoder('utf-8', { fatal: true })
+
+/**
+ * Once the text itself is well-formed, a lone surrogate can only come from an escape in
+ * `\uD800` to `\uDFFF`. Only a body with one (rare) is searched string by string.
+ */
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/
+
+/**
+ * Whether `Content-Encoding` names no coding but `identity` (RFC 9110 section 8.4): the service
+ * decodes none, and reading a coded body as JSON would be reading something else. Empty list
+ * elements are allowed by the list syntax and name nothing.
+ */
+export function isIdentityCoding (header: string | undefined): boolean {
+  if (header === undefined) return true
+  return header.split(',').every((coding) => {
+    const name = coding.trim().toLowerCase()
+    return name === '' || name === 'identity'
+  })
+}
+
+/**
+ * Whether the `charset` parameter of `Content-Type`, if any, names UTF-8: by the labels of the
+ * Encoding Standard (`utf-8`, `utf8`, `unicode-1-1-utf-8`, ..., any case, quoted or not), as
+ * TextDecoder knows them. JSON is UTF-8 (RFC 8259 section 8.1); a body said to be in another
+ * charset would be read as something it is not.
+ */
+export function isUtf8Charset (header: string | undefined): boolean {
+  if (header === undefined) return true
+  const { charset } = parseContentType(header).parameters
+  if (charset === undefined || charset.toLowerCase() === 'utf-8') return true
+  try {
+    return new TextDecoder(charset).encoding === 'utf-8'
+  } catch {
+    // Not a label of any encoding
+    return false
+  }
+}
+
+/** Whether every string of a parsed JSON value, keys included, is well-formed. No recursion: a body may nest deep. */
+function isWellFormedJson (value: unknown): boolean {
+  const pending: unknown[] = [value]
+  while (pending.length > 0) {
+    const next = pending.pop()
+    if (typeof next === 'string') {
+      if (!next.isWellFormed()) return false
+    } else if (Array.isArray(next)) {
+      for (const item of next) pending.push(item)
+    } else if (typeof next === 'object' && next !== null) {
+      for (const [key, item] of Object.entries(next)) {
+        if (!key.isWellFormed()) return false
+        pending.push(item)
+      }
+    }
+  }
+  return true
+}
+
+/**
+ * The parser of `application/json` bodies, on every route that reads one. Before Fastify's own
+ * JSON parser (same limits, same `__proto__` refusal), it refuses what that parser would misread:
+ * a `Content-Encoding` other than `identity` and a `charset` other than UTF-8 are `415 Unsupported
+ * media type` (RFC 9110 section 15.5.16); bytes that are not UTF-8, and strings with a lone
+ * surrogate, are 400 with the route's message. Nothing is stored from such a body.
+ */
+export default fp(async function jsonBody (fastify) {
+  const { onProtoPoisoning = 'error', onConstructorPoisoning = 'error' } = fastify.initialConfig
+  const parseJson = fastify.getDefaultJsonParser(onProtoPoisoning, onConstructorPoisoning)
+
+  fastify.removeContentTypeParser('application/json')
+  fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, function (request: FastifyRequest, body, done) {
+    if (!isIdentityCoding(request.headers['content-encoding']) || !isUtf8Charset(request.headers['content-type'])) {
+      done(new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(), undefined)
+      return
+    }
+    let text: string
+    try {
+      text = utf8.decode(body as Buffer)
+    } catch {
+      done(new errorCodes.FST_ERR_CTP_INVALID_JSON_BODY(), undefined)
+      return
+    }
+    parseJson(request, text, (error, value) => {
+      if (error === null && SURROGATE_ESCAPE.test(text) && !isWellFormedJson(value)) {
+        done(new IllFormedUnicodeError(), undefined)
+        return
+      }
+      done(error, value)
+    })
+  })
+}, { name: 'json-body' })
