@@ -13,7 +13,8 @@ export const READY_TIMEOUT_MS = 1000
 const ReadySchema = Type.Object({ database: Type.Literal('up') })
 
 /**
- * The health checks, public (no token) and cheap enough to poll every second:
+ * The health checks, without a token, cheap enough to poll every second, on the public port or,
+ * with ADMIN_PORT set, on the admin listener only (plugins/app/admin-listener.ts):
  *
  * - `GET /health/live`: the process answers; never touches the database, so a database outage
  *   does not get the process restarted.
@@ -26,7 +27,7 @@ const ReadySchema = Type.Object({ database: Type.Literal('up') })
  * the database stops answering, with the cause; `info` when it answers again), not each poll.
  */
 const health: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { pg, log, isClosing } = fastify
+  const { pg, log, isClosing, operationsRoute } = fastify
   const polled = { requestLogLevel: 'debug' } as const
 
   // One `SELECT 1` at a time, shared by every probe that comes while it runs: a database that
@@ -56,7 +57,7 @@ const health: FastifyPluginAsyncTypebox = async (fastify) => {
     ready = error === null
   }
 
-  fastify.get('/health/live', {
+  fastify.get('/health/live', operationsRoute({
     config: polled,
     schema: {
       summary: 'Liveness: the process answers (the database is not asked)',
@@ -64,11 +65,11 @@ const health: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'getLiveness',
       response: { 200: SuccessSchema(200, Message.ServiceLive, Type.Null(), null) }
     }
-  }, async function () {
+  }), async function () {
     return envelope(200, Message.ServiceLive, null)
   })
 
-  fastify.get('/health/ready', {
+  fastify.get('/health/ready', operationsRoute({
     config: polled,
     schema: {
       summary: `Readiness: the database answers within ${READY_TIMEOUT_MS} ms and the service is not shutting down`,
@@ -79,7 +80,7 @@ const health: FastifyPluginAsyncTypebox = async (fastify) => {
         ...failureSchemas({ 503: [Message.ServiceUnavailable] })
       }
     }
-  }, async function (request, reply) {
+  }), async function (request, reply) {
     if (isClosing()) return reply.code(503).send(failure(503, Message.ServiceUnavailable))
     const error = await databaseAnswers()
     record(error)

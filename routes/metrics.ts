@@ -3,13 +3,15 @@ import { Type } from '@sinclair/typebox'
 
 /**
  * `GET /metrics`: the app's metrics (plugins/app/metrics.ts) in Prometheus text format, for a
- * scraper. Not the envelope: Prometheus reads only its own format. Public on the service port
- * like the health checks; it carries counts and timings, no data, tokens or configuration.
+ * scraper. Not the envelope: Prometheus reads only its own format. No token, like the health
+ * checks, and like them on the admin listener only when ADMIN_PORT is set
+ * (plugins/app/admin-listener.ts): it carries no data, tokens or configuration, but counts (of
+ * failed logins too), the pool's size and the Node.js version, which are the operator's business.
  */
 const metrics: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { registry } = fastify.metrics
+  const { metrics: { registry }, operationsRoute } = fastify
 
-  fastify.get('/metrics', {
+  fastify.get('/metrics', operationsRoute({
     schema: {
       summary: 'Prometheus metrics: requests by route and status, the database pool, the process',
       tags: ['operations'],
@@ -21,7 +23,7 @@ const metrics: FastifyPluginAsyncTypebox = async (fastify) => {
         }
       }
     }
-  }, async function (request, reply) {
+  }), async function (request, reply) {
     const text = await registry.metrics()
     return reply.type(registry.contentType).send(text)
   })

@@ -9,6 +9,7 @@ import postgres from '../plugins/external/postgres.js'
 import rateLimit from '../plugins/external/rate-limit.js'
 import swaggerUi from '../plugins/external/swagger-ui.js'
 import swagger from '../plugins/external/swagger.js'
+import adminListener from '../plugins/app/admin-listener.js'
 import authenticate from '../plugins/app/authenticate.js'
 import booksRepository from '../plugins/app/books-repository.js'
 import idempotencyKeysSweep from '../plugins/app/idempotency-keys-sweep.js'
@@ -90,6 +91,7 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
   await fastify.register(responseHeaders)
   await fastify.register(cors)
   await fastify.register(httpEdge)
+  await fastify.register(adminListener)
   await fastify.register(postgres)
   await fastify.register(migrate)
   await fastify.register(metrics)

@@ -235,6 +235,13 @@ async function startOnFreePort (instance: Instance): Promise<void> {
  * ports, then HAProxy in front of them. Whatever started is stopped again when a part fails.
  */
 export async function startCluster (options: ClusterOptions): Promise<Cluster> {
+  // The instances are processes of their own, each on ports of its own (no port is shared as
+  // node:cluster workers share one), and HAProxy checks readiness on their service ports
+  // (docs/deploy/haproxy.cfg): one ADMIN_PORT for all would be taken by the first, and the
+  // checks would find 404
+  if (options.env.ADMIN_PORT !== undefined) {
+    throw new Error('ADMIN_PORT is not for the cluster: its instances are checked on their own ports; unset it (docs/deployment.md#the-admin-port)')
+  }
   const count = options.instances ?? MAX_INSTANCES
   const detached = options.detached ?? false
   const shutdownDelayMs = Number(options.env.SHUTDOWN_DELAY_MS ?? CLUSTER_SHUTDOWN_DELAY_MS)

@@ -4,6 +4,8 @@ import { Type, type Static } from '@sinclair/typebox'
 export const DEFAULT_PORT = 8080
 export const DEFAULT_HOST = '0.0.0.0'
 export const DEFAULT_LOG_LEVEL = 'info'
+/** Where the operations endpoints listen when ADMIN_PORT is set: this machine only. */
+export const DEFAULT_ADMIN_HOST = '127.0.0.1'
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 
@@ -23,6 +25,11 @@ export const ConfigSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: DEFAULT_PORT }),
   HOST: Type.String({ minLength: 1, default: DEFAULT_HOST }),
   LOG_LEVEL: Type.Union(LOG_LEVELS.map((level) => Type.Literal(level)), { default: DEFAULT_LOG_LEVEL }),
+  // A port of its own for /health/* and /metrics (plugins/app/admin-listener.ts), which the
+  // public port then answers 404; 0: one the system picks. Unset: they stay on the public port
+  ADMIN_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
+  // The address that port is bound to: an IP address or a host name, not a URL or a port
+  ADMIN_HOST: Type.String({ pattern: '^([0-9A-Fa-f:.]+|[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*)$', default: DEFAULT_ADMIN_HOST }),
   DB_POOL_MAX: Type.Integer({ minimum: 1, maximum: 100, default: 10 }),
   // After SIGTERM or SIGINT: how long readiness answers 503 while everything else is still served,
   // so a load balancer takes the instance out before it stops accepting (plugins/app/shutdown.ts).

@@ -6,6 +6,7 @@ import fp from 'fastify-plugin'
 import { Message, failure, statusMessage } from '../../src/envelope.js'
 import { ApiError, errorHandler } from '../../src/errors.js'
 import { requestLog } from '../../src/request-log.js'
+import { listenerConstraints } from './admin-listener.js'
 import { setResponseHeaders } from './response-headers.js'
 
 /**
@@ -80,7 +81,9 @@ export default fp(async function httpEdge (fastify) {
 
   fastify.setNotFoundHandler(function (request, reply) {
     const [path = ''] = request.url.split('?', 1)
-    const allowed = METHODS.filter((method) => fastify.findRoute({ method, url: path }) !== null)
+    // Only the routes of the listener the request came through (plugins/app/admin-listener.ts)
+    const constraints = listenerConstraints(request.raw)
+    const allowed = METHODS.filter((method) => fastify.findRoute({ method, url: path, constraints }) !== null)
     // A route of this very method that found nothing (a missing file under /docs/static/*) is a 404
     if (allowed.length > 0 && !allowed.includes(request.method as typeof METHODS[number])) {
       return reply.code(405).header('allow', allowed.join(', ')).send(failure(405, Message.MethodNotAllowed))
