@@ -10,6 +10,8 @@ import rateLimit from '../plugins/external/rate-limit.js'
 import swaggerUi from '../plugins/external/swagger-ui.js'
 import swagger from '../plugins/external/swagger.js'
 import authenticate from '../plugins/app/authenticate.js'
+import connectionLimits from '../plugins/app/connection-limits.js'
+import lingeringClose from '../plugins/app/lingering-close.js'
 import booksRepository from '../plugins/app/books-repository.js'
 import idempotencyKeysSweep from '../plugins/app/idempotency-keys-sweep.js'
 import httpEdge, { clientErrorHandler, frameworkErrors } from '../plugins/app/http-edge.js'
@@ -80,10 +82,13 @@ export const options: FastifyHttpOptions<Server> = {
 export type AppOptions = EnvOptions
 
 async function app (fastify: FastifyInstance, { environment }: AppOptions) {
-  // Order matters: the configuration first; then what applies to every response, in the order
-  // its headers are written; then the database (migrated before anything queries it), the
+  // Order matters: the configuration first; then the bounds on connections, whose answer comes
+  // before any other hook; then what applies to every response, in the order its headers are
+  // written; then the database (migrated before anything queries it), the
   // token machinery, and the routes that use all of them
   await fastify.register(env, { environment })
+  await fastify.register(lingeringClose)
+  await fastify.register(connectionLimits)
   await fastify.register(shutdown)
   await fastify.register(responseHeaders)
   await fastify.register(cors)
