@@ -10,7 +10,20 @@ export const LINGER_MAX_BYTES = 8 * 1024 * 1024
 /** How often the bytes read while lingering are looked at. */
 const LINGER_CHECK_MS = 100
 
-const lingering = new WeakSet<Duplex>()
+/** Each lingering socket with the `bytesRead` past which it is closed. */
+const lingering = new Map<Duplex, number>()
+/** One meter for all of them, running while there are any. */
+let meter: NodeJS.Timeout | undefined
+
+function bytesRead (socket: Duplex): number {
+  return (socket as Partial<Socket>).bytesRead ?? 0
+}
+
+function measure () {
+  for (const [socket, limit] of lingering) {
+    if (bytesRead(socket) > limit) socket.destroy()
+  }
+}
 
 /** Whether `socket` is being closed by `lingeringClose`: whatever else happens on it is moot. */
 export function isLingering (socket: Duplex): boolean {
@@ -28,17 +41,19 @@ export function isLingering (socket: Duplex): boolean {
  */
 export function lingeringClose (socket: Duplex) {
   if (socket.destroyed || lingering.has(socket)) return
-  lingering.add(socket)
+  lingering.set(socket, bytesRead(socket) + LINGER_MAX_BYTES)
+  meter ??= setInterval(measure, LINGER_CHECK_MS).unref()
   socket.end()
-  const bytesRead = () => (socket as Partial<Socket>).bytesRead ?? 0
-  const limit = bytesRead() + LINGER_MAX_BYTES
   const timer = setTimeout(() => socket.destroy(), LINGER_MS)
-  const meter = setInterval(() => { if (bytesRead() > limit) socket.destroy() }, LINGER_CHECK_MS)
   socket.on('error', () => {})
   socket.once('end', () => socket.destroy())
   socket.once('close', () => {
     clearTimeout(timer)
-    clearInterval(meter)
+    lingering.delete(socket)
+    if (lingering.size === 0) {
+      clearInterval(meter)
+      meter = undefined
+    }
   })
   // No 'data' listener: it would take the socket from Node's HTTP parser, which reads on and
   // discards a body nobody reads; resuming restarts reading wherever it was paused (a body not
