@@ -87,10 +87,10 @@ t.test('one address flooding idle connections past the fd limit is bounded and a
   closeAll(t, flood)
 
   // Another client, from 127.0.0.1, keeps asking while the flood comes in
-  let flooding = true
+  const floodOver = new AbortController()
   const latencies: number[] = []
   const prober = (async () => {
-    while (flooding) {
+    while (!floodOver.signal.aborted) {
       const started = performance.now()
       const response = await service.request('GET', '/health/live', { ms: 5000 })
       latencies.push(performance.now() - started)
@@ -107,7 +107,7 @@ t.test('one address flooding idle connections past the fd limit is bounded and a
   // The ones over the bound were closed by the service; give the last few a moment to see it
   const refused = flood.filter((one) => one.status() === 429)
   await withTimeout(Promise.all(refused.map((one) => one.ended)), 10_000, 'the refused connections closed by the service')
-  flooding = false
+  floodOver.abort()
   await prober
 
   const statuses = new Map<number | null, number>()
