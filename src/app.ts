@@ -11,6 +11,8 @@ import swaggerUi from '../plugins/external/swagger-ui.js'
 import swagger from '../plugins/external/swagger.js'
 import adminListener from '../plugins/app/admin-listener.js'
 import authenticate from '../plugins/app/authenticate.js'
+import connectionLimits from '../plugins/app/connection-limits.js'
+import lingeringClose from '../plugins/app/lingering-close.js'
 import booksRepository from '../plugins/app/books-repository.js'
 import idempotencyKeysSweep from '../plugins/app/idempotency-keys-sweep.js'
 import loginAttempts from '../plugins/app/login-attempts.js'
@@ -83,10 +85,13 @@ export const options: FastifyHttpOptions<Server> = {
 export type AppOptions = EnvOptions
 
 async function app (fastify: FastifyInstance, { environment }: AppOptions) {
-  // Order matters: the configuration first; then what applies to every response, in the order
-  // its headers are written; then the database (migrated before anything queries it), the
+  // Order matters: the configuration first; then the bounds on connections, whose answer comes
+  // before any other hook; then what applies to every response, in the order its headers are
+  // written; then the database (migrated before anything queries it), the
   // token machinery, and the routes that use all of them
   await fastify.register(env, { environment })
+  await fastify.register(lingeringClose)
+  await fastify.register(connectionLimits)
   await fastify.register(shutdown)
   await fastify.register(responseHeaders)
   await fastify.register(cors)

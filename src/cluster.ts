@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
 import http from 'node:http'
 import path from 'node:path'
-import { DEFAULT_HOST, DEFAULT_PORT } from './config.js'
+import { DEFAULT_HOST, DEFAULT_MAX_CONNECTIONS, DEFAULT_PORT } from './config.js'
 import { PROJECT_ROOT } from './project-root.js'
 import { freePort } from './topology/free-port.js'
 import { MAX_INSTANCES, serverName, startHaproxy, type Haproxy } from './topology/haproxy.js'
@@ -249,6 +249,8 @@ export async function startCluster (options: ClusterOptions): Promise<Cluster> {
   const env = {
     // HAProxy connects from the loopback address and says who the client is in X-Forwarded-For
     FASTIFY_TRUST_PROXY_IPS: '127.0.0.1',
+    // Every connection comes from HAProxy's one address: the bound per address is the total one
+    MAX_CONNECTIONS_PER_ADDRESS: options.env.MAX_CONNECTIONS ?? String(DEFAULT_MAX_CONNECTIONS),
     ...options.env,
     SHUTDOWN_DELAY_MS: String(shutdownDelayMs),
     DB_URL: pgbouncer.url(options.dbUrl)

@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
+import { openFileLimit } from './fd-limit.js'
 
 /** Where the service listens and what it logs when nothing says otherwise. */
 export const DEFAULT_PORT = 8080
@@ -6,6 +7,21 @@ export const DEFAULT_HOST = '0.0.0.0'
 export const DEFAULT_LOG_LEVEL = 'info'
 /** Where the operations endpoints listen when ADMIN_PORT is set: this machine only. */
 export const DEFAULT_ADMIN_HOST = '127.0.0.1'
+
+/**
+ * File descriptors kept for everything but client connections: stdio, the database pool (up to
+ * 100), Redis, PGlite's loopback socket, the files Node and the libraries open.
+ */
+export const RESERVED_FDS = 256
+/**
+ * The most client connections the process accepts at all, below its file-descriptor limit
+ * (plugins/app/connection-limits.ts): beyond this Node drops a connection as it is accepted.
+ */
+export const CONNECTION_HARD_CAP = Math.max(1, openFileLimit() - RESERVED_FDS)
+/** 80% of the hard cap: the rest is room to answer and close the connections over the bounds. */
+export const DEFAULT_MAX_CONNECTIONS = Math.max(1, Math.floor(CONNECTION_HARD_CAP * 0.8))
+/** What one client address (an IPv6 /64) may hold; behind a proxy, raise it (docs/operations.md). */
+export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = Math.min(256, DEFAULT_MAX_CONNECTIONS)
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 
@@ -35,6 +51,12 @@ export const ConfigSchema = Type.Object({
   // so a load balancer takes the instance out before it stops accepting (plugins/app/shutdown.ts).
   // At most 10 minutes: a larger value is a unit mistake
   SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 0 }),
+  // Open client connections, in all and per client address (the socket's peer, an IPv6 /64): a
+  // connection over either bound is answered 503 or 429 and closed. At most what the file
+  // descriptor limit leaves (CONNECTION_HARD_CAP); the one per address at most MAX_CONNECTIONS,
+  // which the connection-limits plugin checks at start-up
+  MAX_CONNECTIONS: Type.Integer({ minimum: 1, maximum: CONNECTION_HARD_CAP, default: DEFAULT_MAX_CONNECTIONS }),
+  MAX_CONNECTIONS_PER_ADDRESS: Type.Integer({ minimum: 1, default: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS }),
   // Attempts at POST /token per client address and minute
   TOKEN_RATE_LIMIT: Type.Integer({ minimum: 1, default: 30 }),
   // Attempts at POST /token per username and minute, from all addresses that have not logged in

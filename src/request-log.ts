@@ -10,6 +10,16 @@ declare module 'fastify' {
   }
 }
 
+const atDebug = new WeakSet<FastifyRequest>()
+
+/**
+ * Writes this request's line at `debug`: for answers that are logged otherwise already, once for
+ * many (a connection over a bound, plugins/app/connection-limits.ts).
+ */
+export function logRequestAtDebug (request: FastifyRequest) {
+  atDebug.add(request)
+}
+
 /**
  * One log line per request, written when the response has gone out (or could not go out in
  * full): request id (`reqId`), method, matched route, path, status and time in milliseconds. It
@@ -26,7 +36,8 @@ export class RequestLogController extends LogController {
       request.log.warn({ ...fields(request, reply, route), err: error }, 'request failed in transit')
       return
     }
-    request.log[route.config?.requestLogLevel ?? 'info'](fields(request, reply, route), 'request')
+    const level = atDebug.has(request) ? 'debug' : route.config?.requestLogLevel ?? 'info'
+    request.log[level](fields(request, reply, route), 'request')
   }
 
   /** A streamed body (a long GET /books) that ended before its last byte. */

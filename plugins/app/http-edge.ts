@@ -3,10 +3,12 @@ import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { Message, failure, statusMessage } from '../../src/envelope.js'
+import { Message, failure, statusMessage, type MessageText } from '../../src/envelope.js'
 import { ApiError, errorHandler } from '../../src/errors.js'
 import { requestLog } from '../../src/request-log.js'
 import { listenerConstraints } from './admin-listener.js'
+import { RETRY_AFTER_S, refusedMessage, refusedStatus } from './connection-limits.js'
+import { isLingering, lingeringClose } from './lingering-close.js'
 import { setResponseHeaders } from './response-headers.js'
 
 /**
@@ -16,32 +18,53 @@ import { setResponseHeaders } from './response-headers.js'
 export const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE'] as const
 
 /**
- * Answers in the envelope on the raw socket, then closes it: for requests Node's HTTP server
- * handles itself, before or instead of Fastify.
+ * Answers in the envelope on the raw socket, then closes it lingering: for requests Node's HTTP
+ * server handles itself, before or instead of Fastify. `head`: the request was a HEAD, so the
+ * answer has no body (RFC 9110 section 9.3.2); a body would be read as the start of the next
+ * response on the connection.
  */
-export function endSocketWithEnvelope (socket: Duplex, status: number, headers = '') {
-  const body = JSON.stringify(failure(status, statusMessage(status)))
+export function endSocketWithEnvelope (
+  socket: Duplex, status: number, headers = '',
+  { head = false, message = statusMessage(status) }: { head?: boolean, message?: MessageText } = {}
+) {
+  const body = JSON.stringify(failure(status, message))
   if (socket.writable) {
     socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
       'Content-Type: application/json; charset=utf-8\r\n' +
       'X-Content-Type-Options: nosniff\r\n' +
       `Content-Length: ${Buffer.byteLength(body)}\r\n${headers}` +
-      `Connection: close\r\n\r\n${body}`)
+      `Connection: close\r\n\r\n${head ? '' : body}`)
   }
-  socket.destroy()
+  lingeringClose(socket)
+}
+
+/**
+ * Whether the request the parser failed on is a HEAD. The parser may have failed before it had
+ * the method, so it is read from the bytes it was given (`rawPacket`, present on parse errors;
+ * a timeout has none, and is answered as to a GET).
+ */
+function isHead (error: NodeJS.ErrnoException & { rawPacket?: unknown }): boolean {
+  return Buffer.isBuffer(error.rawPacket) && error.rawPacket.subarray(0, 5).toString('latin1') === 'HEAD '
 }
 
 /**
  * The `clientErrorHandler` server option: requests Node's HTTP parser rejects (oversized
  * headers, bad syntax, timeouts). A server option, not a hook: Fastify installs it when the
- * server is created.
+ * server is created. A connection over a bound of plugins/app/connection-limits.ts gets its 429
+ * or 503 instead; one being closed already gets nothing more.
  */
-export function clientErrorHandler (error: NodeJS.ErrnoException, socket: Socket) {
-  if (error.code === 'ECONNRESET' || socket.destroyed) return
+export function clientErrorHandler (error: NodeJS.ErrnoException & { rawPacket?: unknown }, socket: Socket) {
+  if (error.code === 'ECONNRESET' || socket.destroyed || isLingering(socket)) return
+  const head = isHead(error)
+  const refused = refusedStatus(socket)
+  if (refused !== undefined) {
+    endSocketWithEnvelope(socket, refused, `Retry-After: ${RETRY_AFTER_S}\r\n`, { head, message: refusedMessage(refused) })
+    return
+  }
   const status = error.code === 'HPE_HEADER_OVERFLOW'
     ? 431
     : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
-  endSocketWithEnvelope(socket, status)
+  endSocketWithEnvelope(socket, status, '', { head })
 }
 
 /**
@@ -69,7 +92,7 @@ export default fp(async function httpEdge (fastify) {
     endSocketWithEnvelope(socket, 405, `Allow: ${METHODS.join(', ')}\r\n`)
   })
   fastify.server.on('checkExpectation', (request, response) => {
-    endSocketWithEnvelope(response.socket!, 417)
+    endSocketWithEnvelope(response.socket!, 417, '', { head: request.method === 'HEAD' })
   })
 
   fastify.addHook('onRequest', function (request, reply, done) {

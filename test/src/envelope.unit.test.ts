@@ -33,6 +33,8 @@ t.test('Message holds then exactly these texts for what the spec leaves open, an
     ['RequestTimeout', 'Request timeout'],
     ['PayloadTooLarge', 'Payload too large'],
     ['TooManyRequests', 'Too many requests'],
+    ['TooManyConnectionsFromAddress', 'Too many connections from this address'],
+    ['TooManyConnections', 'Too many connections'],
     ['UnsupportedMediaType', 'Unsupported media type'],
     ['ExpectationFailed', 'Expectation failed'],
     ['IdempotencyKeyInProgress', 'A request with this idempotency key is in progress'],

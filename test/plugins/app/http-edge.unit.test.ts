@@ -1,11 +1,12 @@
 /**
  * The raw-socket answers of the HTTP edge: the exact bytes `endSocketWithEnvelope` writes, that
  * it always closes the socket, and which status `clientErrorHandler` picks for each parser error.
- * The socket is a fake Duplex; nothing listens and no database is needed.
+ * The socket is a fake Duplex (its client closes its side by `push(null)`); nothing listens and no database is needed.
  */
+import { once } from 'node:events'
 import type { Socket } from 'node:net'
 import { Duplex } from 'node:stream'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { METHODS, clientErrorHandler, endSocketWithEnvelope } from '../../../plugins/app/http-edge.js'
 
 /** A Duplex that keeps everything handed to `write`, whether or not the stream could still take it. */
@@ -22,6 +23,17 @@ class FakeSocket extends Duplex {
     this.written.push(chunk)
     return super.write(chunk, ...rest)
   }
+}
+
+/**
+ * The answer is followed by our end of the connection, not by its destruction: the socket is
+ * still read (lingering) until the client closes its side, and destroyed then.
+ */
+async function closesLingering (t: Test, socket: FakeSocket, label: string) {
+  t.ok(socket.writableEnded && !socket.destroyed, `${label}: ended, still read`)
+  socket.push(null)
+  await once(socket, 'close')
+  t.ok(socket.destroyed, `${label}: destroyed once the client closed its side`)
 }
 
 /** An ended socket: no longer writable, not destroyed yet. */
@@ -50,27 +62,27 @@ t.test('METHODS lists the methods the service has routes for, without OPTIONS', 
   t.strictSame(METHODS, ['GET', 'HEAD', 'POST', 'PUT', 'DELETE'])
 })
 
-t.test('endSocketWithEnvelope writes a 405 with the given Allow header before Connection: close, byte for byte, and destroys the socket', async (t) => {
+t.test('endSocketWithEnvelope writes a 405 with the given Allow header before Connection: close, byte for byte, and closes the socket lingering', async (t) => {
   const socket = new FakeSocket()
   endSocketWithEnvelope(socket, 405, `Allow: ${METHODS.join(', ')}\r\n`)
   t.equal(socket.written.join(''), ANSWERS[405])
-  t.ok(socket.destroyed, 'the socket is destroyed')
+  await closesLingering(t, socket, 'the socket')
 })
 
-t.test('endSocketWithEnvelope writes a 417, 431, 408 and 400 in the envelope with their messages, byte for byte, and destroys the socket', async (t) => {
+t.test('endSocketWithEnvelope writes a 417, 431, 408 and 400 in the envelope with their messages, byte for byte, and closes the socket lingering', async (t) => {
   for (const status of [417, 431, 408, 400] as const) {
     const socket = new FakeSocket()
     endSocketWithEnvelope(socket, status)
     t.equal(socket.written.join(''), ANSWERS[status], `${status}`)
-    t.ok(socket.destroyed, `${status}: the socket is destroyed`)
+    await closesLingering(t, socket, `${status}`)
   }
 })
 
-t.test('endSocketWithEnvelope writes nothing to a socket that is no longer writable, and still destroys it', async (t) => {
+t.test('endSocketWithEnvelope writes nothing to a socket that is no longer writable, and still closes it', async (t) => {
   const socket = endedSocket()
   endSocketWithEnvelope(socket, 400)
   t.strictSame(socket.written, [])
-  t.ok(socket.destroyed)
+  await closesLingering(t, socket, 'the socket')
 })
 
 t.test('clientErrorHandler answers HPE_HEADER_OVERFLOW with 431 and ERR_HTTP_REQUEST_TIMEOUT with 408, then closes the socket', async (t) => {
@@ -78,7 +90,7 @@ t.test('clientErrorHandler answers HPE_HEADER_OVERFLOW with 431 and ERR_HTTP_REQ
     const socket = new FakeSocket()
     clientErrorHandler(Object.assign(new Error(code), { code }), socket as unknown as Socket)
     t.equal(socket.written.join(''), ANSWERS[status], code)
-    t.ok(socket.destroyed, `${code}: the socket is destroyed`)
+    await closesLingering(t, socket, `${code}`)
   }
 })
 
@@ -87,7 +99,7 @@ t.test('clientErrorHandler answers any other parser error, or one without a code
     const socket = new FakeSocket()
     clientErrorHandler(Object.assign(new Error('parse error'), { code }), socket as unknown as Socket)
     t.equal(socket.written.join(''), ANSWERS[400], String(code))
-    t.ok(socket.destroyed, `${code}: the socket is destroyed`)
+    await closesLingering(t, socket, `${code}`)
   }
 })
 
@@ -110,5 +122,21 @@ t.test('clientErrorHandler writes nothing to a socket that is no longer writable
   const socket = endedSocket()
   clientErrorHandler(Object.assign(new Error('parse error'), { code: 'HPE_INVALID_METHOD' }), socket as unknown as Socket)
   t.strictSame(socket.written, [])
-  t.ok(socket.destroyed, 'and still closes it')
+  await closesLingering(t, socket, 'and still closes it')
+})
+
+t.test('endSocketWithEnvelope writes the head alone for a HEAD, with the Content-Length of the envelope', async (t) => {
+  const socket = new FakeSocket()
+  endSocketWithEnvelope(socket, 400, '', { head: true })
+  t.equal(socket.written.join(''), ANSWERS[400].slice(0, ANSWERS[400].indexOf('\r\n\r\n') + 4))
+  await closesLingering(t, socket, 'the socket')
+})
+
+t.test('clientErrorHandler answers a HEAD, read from the bytes the parser saw, with the head alone', async (t) => {
+  for (const [rawPacket, head] of [[Buffer.from('HEAD /\u00e9 HTTP/1.1\r\n'), true], [Buffer.from('GET /\u00e9 HTTP/1.1\r\n'), false], [Buffer.from('HEADX / HTTP/1.1\r\n'), false], [undefined, false]] as const) {
+    const socket = new FakeSocket()
+    clientErrorHandler(Object.assign(new Error('parse error'), { code: 'HPE_INVALID_URL', rawPacket }), socket as unknown as Socket)
+    t.equal(socket.written.join('').endsWith('\r\n\r\n'), head, `${JSON.stringify(rawPacket?.toString())}: ${head ? 'no' : 'a'} body`)
+    await closesLingering(t, socket, 'the socket')
+  }
 })

@@ -1,0 +1,163 @@
+import type { Socket } from 'node:net'
+import fp from 'fastify-plugin'
+import { CONNECTION_HARD_CAP } from '../../src/config.js'
+import { Message, failure } from '../../src/envelope.js'
+import { logRequestAtDebug } from '../../src/request-log.js'
+
+/** From this share of MAX_CONNECTIONS open on, idle keep-alive connections are shed sooner. */
+export const HIGH_WATER_FRACTION = 0.5
+/** Shedding stops below this share again, so that it does not flap at the mark. */
+export const LOW_WATER_FRACTION = 0.4
+/** While shedding: how long a keep-alive connection may stay idle (instead of 72 s). */
+export const IDLE_SHED_MS = 5000
+/** What the answer to a connection over a bound says the client should wait. */
+export const RETRY_AFTER_S = 5
+/** A refused address is logged at most once in this window. */
+const LOG_WINDOW_MS = 60_000
+
+/** The status a connection over a bound is answered with, then closed. */
+export type RefusedStatus = 429 | 503
+
+const refused = new WeakMap<Socket, RefusedStatus>()
+
+/** 429 or 503 when `socket` came over a bound (the HTTP edge answers its parser errors so too). */
+export function refusedStatus (socket: Socket): RefusedStatus | undefined {
+  return refused.get(socket)
+}
+
+export function refusedMessage (status: RefusedStatus) {
+  return status === 429 ? Message.TooManyConnectionsFromAddress : Message.TooManyConnections
+}
+
+/**
+ * What one client is, for the bound per address: an IPv4 address (also when mapped into IPv6),
+ * or the /64 an IPv6 address is in, since one client usually has a whole /64 to pick from.
+ */
+export function addressKey (address = ''): string {
+  if (/^::ffff:\d+\.\d+\.\d+\.\d+$/i.test(address)) return address.slice(7)
+  if (!address.includes(':')) return address
+  const [head = '', tail] = address.replace(/%.*$/, '').toLowerCase().split('::')
+  const groups = (part: string | undefined) => part === undefined || part === '' ? [] : part.split(':')
+  // An IPv4 tail (::ffff:1.2.3.4, 64:ff9b::1.2.3.4) is two groups
+  const width = (list: string[]) => list.reduce((sum, group) => sum + (group.includes('.') ? 2 : 1), 0)
+  const first = groups(head)
+  const last = groups(tail)
+  const all = tail === undefined ? first : [...first, ...Array<string>(Math.max(0, 8 - width(first) - width(last))).fill('0'), ...last]
+  return `${all.slice(0, 4).map((group) => group.includes('.') ? group : Number.parseInt(group, 16).toString(16)).join(':')}::/64`
+}
+
+/**
+ * Bounds on the client connections the process holds, below its file-descriptor limit, so that
+ * no flood of idle connections leaves nothing for anyone else:
+ *
+ * - at most MAX_CONNECTIONS open (`503 Too many connections`), and at most
+ *   MAX_CONNECTIONS_PER_ADDRESS from one client address, the socket's peer (`429 Too many
+ *   connections from this address`). A connection over a bound is answered once its first request
+ *   has arrived (or in place of the 408 when none does), with `Retry-After` and
+ *   `Connection: close`, and closed lingering; it is not counted against the bounds.
+ * - Node itself drops, as it accepts them, the connections beyond CONNECTION_HARD_CAP (all of
+ *   them, answered or not), so the process never runs out of descriptors.
+ * - from HIGH_WATER_FRACTION of MAX_CONNECTIONS open on, a keep-alive connection is closed after
+ *   IDLE_SHED_MS idle instead of the keep-alive timeout, and says so in its `Keep-Alive` header;
+ *   "idle" is Node's own: from the end of a response to the first byte of the next request.
+ *
+ * The log says so once per client address and minute, not once per connection.
+ */
+export default fp(async function connectionLimits (fastify) {
+  const { config, log, server } = fastify
+  const max = config.MAX_CONNECTIONS
+  const maxPerAddress = config.MAX_CONNECTIONS_PER_ADDRESS
+  if (maxPerAddress > max) {
+    throw new Error(`MAX_CONNECTIONS_PER_ADDRESS (${maxPerAddress}) must not be more than MAX_CONNECTIONS (${max})`)
+  }
+  const highWater = Math.floor(max * HIGH_WATER_FRACTION)
+  const lowWater = Math.floor(max * LOW_WATER_FRACTION)
+  const keepAliveTimeout = server.keepAliveTimeout
+  server.maxConnections = CONNECTION_HARD_CAP
+
+  let open = 0
+  const perAddress = new Map<string, number>()
+  /** Requests in flight per counted connection; 0 after a response: idle */
+  const inFlight = new Map<Socket, number>()
+  let shedding = false
+
+  let logged = new Set<string>()
+  const logWindow = setInterval(() => { logged = new Set() }, LOG_WINDOW_MS).unref()
+  fastify.addHook('onClose', async () => clearInterval(logWindow))
+
+  function logOnce (address: string, kind: string, fields: object, message: string) {
+    const key = `${kind} ${address}`
+    if (logged.has(key)) return
+    logged.add(key)
+    log.warn({ address, ...fields }, message)
+  }
+
+  function startShedding () {
+    shedding = true
+    server.keepAliveTimeout = IDLE_SHED_MS
+    // Those idle already were promised the long timeout: their timer restarts with the short one
+    for (const [socket, requests] of inFlight) {
+      if (requests === 0) socket.setTimeout(IDLE_SHED_MS)
+    }
+    log.warn({ open, highWater, idleMs: IDLE_SHED_MS }, 'many connections open: idle keep-alive connections are closed sooner')
+  }
+
+  function stopShedding () {
+    shedding = false
+    server.keepAliveTimeout = keepAliveTimeout
+    log.info({ open, lowWater }, 'connections back to normal: idle keep-alive connections kept as usual')
+  }
+
+  server.on('connection', (socket: Socket) => {
+    const address = addressKey(socket.remoteAddress)
+    const held = perAddress.get(address) ?? 0
+    const status = open >= max ? 503 : held >= maxPerAddress ? 429 : undefined
+    if (status !== undefined) {
+      refused.set(socket, status)
+      if (status === 503) {
+        logOnce(address, 'total', { open, bound: max }, 'connection over MAX_CONNECTIONS: answered 503 and closed')
+      } else {
+        logOnce(address, 'address', { held, bound: maxPerAddress }, 'connection over MAX_CONNECTIONS_PER_ADDRESS: answered 429 and closed')
+      }
+      return
+    }
+    open++
+    perAddress.set(address, held + 1)
+    inFlight.set(socket, -1)
+    if (!shedding && open > highWater) startShedding()
+    socket.once('close', () => {
+      open--
+      const left = (perAddress.get(address) ?? 1) - 1
+      if (left === 0) perAddress.delete(address)
+      else perAddress.set(address, left)
+      inFlight.delete(socket)
+      if (shedding && open < lowWater) stopShedding()
+    })
+  })
+
+  server.on('drop', (data?: { remoteAddress?: string }) => {
+    logOnce(addressKey(data?.remoteAddress), 'drop', { bound: CONNECTION_HARD_CAP },
+      'connection dropped unanswered: the process holds as many as its file descriptors allow')
+  })
+
+  // A connection never answered yet (-1) is not idle: Node's 5 s headers timeout covers it
+  server.on('request', (request, response) => {
+    const socket = request.socket
+    const requests = inFlight.get(socket)
+    if (requests === undefined) return
+    inFlight.set(socket, Math.max(requests, 0) + 1)
+    response.once('close', () => {
+      const left = inFlight.get(socket)
+      if (left !== undefined) inFlight.set(socket, left - 1)
+    })
+  })
+
+  fastify.addHook('onRequest', function (request, reply, done) {
+    const status = refused.get(request.raw.socket)
+    if (status === undefined) return done()
+    // The log line that matters is the one per address above, not one per request
+    logRequestAtDebug(request)
+    reply.code(status).header('retry-after', String(RETRY_AFTER_S)).header('connection', 'close')
+      .send(failure(status, refusedMessage(status)))
+  })
+}, { name: 'connection-limits', dependencies: ['env', 'lingering-close'] })
