@@ -1,4 +1,5 @@
 import type { Socket } from 'node:net'
+import { normalizeIP } from '@fastify/rate-limit'
 import fp from 'fastify-plugin'
 import { CONNECTION_HARD_CAP } from '../../src/config.js'
 import { Message, failure } from '../../src/envelope.js'
@@ -31,19 +32,11 @@ export function refusedMessage (status: RefusedStatus) {
 
 /**
  * What one client is, for the bound per address: an IPv4 address (also when mapped into IPv6),
- * or the /64 an IPv6 address is in, since one client usually has a whole /64 to pick from.
+ * or the /64 an IPv6 address is in, since one client usually has a whole /64 to pick from. The
+ * same reading as the attempt limit of POST /token (@fastify/rate-limit's own).
  */
-export function addressKey (address = ''): string {
-  if (/^::ffff:\d+\.\d+\.\d+\.\d+$/i.test(address)) return address.slice(7)
-  if (!address.includes(':')) return address
-  const [head = '', tail] = address.replace(/%.*$/, '').toLowerCase().split('::')
-  const groups = (part: string | undefined) => part === undefined || part === '' ? [] : part.split(':')
-  // An IPv4 tail (::ffff:1.2.3.4, 64:ff9b::1.2.3.4) is two groups
-  const width = (list: string[]) => list.reduce((sum, group) => sum + (group.includes('.') ? 2 : 1), 0)
-  const first = groups(head)
-  const last = groups(tail)
-  const all = tail === undefined ? first : [...first, ...Array<string>(Math.max(0, 8 - width(first) - width(last))).fill('0'), ...last]
-  return `${all.slice(0, 4).map((group) => group.includes('.') ? group : Number.parseInt(group, 16).toString(16)).join(':')}::/64`
+export function addressKey (address: string | undefined): string {
+  return address === undefined ? '' : normalizeIP(address)
 }
 
 /**
