@@ -13,6 +13,7 @@ import { testEnv } from '../helper.js'
 import { createDatabase } from '../helpers/database.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 import { type Service, spawnService, startService } from '../helpers/service.js'
+import { quantile, startProber } from '../helpers/prober.js'
 import { sleep, withTimeout } from '../helpers/wait.js'
 
 t.setTimeout(120_000)
@@ -87,28 +88,21 @@ t.test('one address flooding idle connections past the fd limit is bounded and a
   closeAll(t, flood)
 
   // Another client, from 127.0.0.1, keeps asking while the flood comes in
-  const floodOver = new AbortController()
-  const latencies: number[] = []
-  const prober = (async () => {
-    while (!floodOver.signal.aborted) {
-      const started = performance.now()
-      const response = await service.request('GET', '/health/live', { ms: 5000 })
-      latencies.push(performance.now() - started)
-      if (response.status !== 200) throw new Error(`the other address got ${response.status}: ${response.text}`)
-      await sleep(10)
-    }
-  })()
+  const prober = startProber(`${service.url}/health/live`)
 
   const TOTAL = 2500
-  for (let opened = 0; opened < TOTAL; opened += 50) {
-    flood.push(...await Promise.all(Array.from({ length: 50 }, () => hold(service, '127.0.0.2'))))
+  // About 500 connections a second: as fast as this two-core machine can open them and still
+  // leave the service a core of its own (faster, the test's client and the service queue for CPU
+  // and every process on the machine is slow, with bounds or without)
+  for (let opened = 0; opened < TOTAL; opened += 25) {
+    flood.push(...await Promise.all(Array.from({ length: 25 }, () => hold(service, '127.0.0.2'))))
+    await sleep(50)
   }
   await answered(flood, 30_000)
   // The ones over the bound were closed by the service; give the last few a moment to see it
   const refused = flood.filter((one) => one.status() === 429)
   await withTimeout(Promise.all(refused.map((one) => one.ended)), 10_000, 'the refused connections closed by the service')
-  floodOver.abort()
-  await prober
+  const { latencies, unexpected } = await prober.stop()
 
   const statuses = new Map<number | null, number>()
   for (const one of flood) statuses.set(one.status(), (statuses.get(one.status()) ?? 0) + 1)
@@ -121,14 +115,12 @@ t.test('one address flooding idle connections past the fd limit is bounded and a
   const served = flood.filter((one) => one.status() === 200)
   t.notOk(served.some((one) => one.socket.readableEnded), 'the served connections are still open')
 
-  const sorted = [...latencies].sort((a, b) => a - b)
-  const median = sorted[sorted.length >> 1] ?? Infinity
-  const worst = sorted.at(-1) ?? Infinity
-  t.comment(`${latencies.length} requests from 127.0.0.1 during the flood: median ${median.toFixed(1)} ms, worst ${worst.toFixed(1)} ms`)
-  t.ok(latencies.length >= 5, 'the other address kept asking, and was answered 200 every time')
-  // On a quiet machine every one is answered within 100 ms; on a loaded one (CI, helpers sharing two cores) a
-  // few wait behind the flood's own requests, as they do without any bound, so the median is what is held
-  t.ok(median < 100, `the other address was served within 100 ms (median ${median.toFixed(1)} ms)`)
+  const p99 = quantile(latencies, 0.99)
+  t.comment(`${latencies.length} requests from 127.0.0.1 during the flood: median ${quantile(latencies, 0.5).toFixed(1)} ms, ` +
+    `p99 ${p99.toFixed(1)} ms, worst ${quantile(latencies, 1).toFixed(1)} ms`)
+  t.ok(latencies.length >= 20, 'the other address kept asking')
+  t.strictSame(unexpected, [], 'and was answered 200 every time')
+  t.ok(p99 < 100, `the other address was served within 100 ms (p99 ${p99.toFixed(1)} ms)`)
 
   const lines = service.stdout.split('\n').filter((line) => line.includes('MAX_CONNECTIONS_PER_ADDRESS'))
   t.equal(lines.length, 1, 'the log says so once for the address, not once per connection')
