@@ -16,6 +16,7 @@ import httpEdge, { clientErrorHandler, frameworkErrors } from '../plugins/app/ht
 import metrics from '../plugins/app/metrics.js'
 import migrate from '../plugins/app/migrate.js'
 import responseHeaders from '../plugins/app/response-headers.js'
+import sendTimeout from '../plugins/app/send-timeout.js'
 import shutdown from '../plugins/app/shutdown.js'
 import books from '../routes/books.js'
 import health from '../routes/health.js'
@@ -85,6 +86,7 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
   // token machinery, and the routes that use all of them
   await fastify.register(env, { environment })
   await fastify.register(shutdown)
+  await fastify.register(sendTimeout)
   await fastify.register(responseHeaders)
   await fastify.register(cors)
   await fastify.register(httpEdge)

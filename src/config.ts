@@ -28,6 +28,9 @@ export const ConfigSchema = Type.Object({
   // so a load balancer takes the instance out before it stops accepting (plugins/app/shutdown.ts).
   // At most 10 minutes: a larger value is a unit mistake
   SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 0 }),
+  // A response whose client takes none of it for this long is cut off (plugins/app/send-timeout.ts).
+  // At least 10 s: the same timer runs while a handler waits for the database (at most 5 s)
+  SEND_TIMEOUT_MS: Type.Integer({ minimum: 10_000, maximum: 600_000, default: 30_000 }),
   // Attempts at POST /token per client address and minute
   TOKEN_RATE_LIMIT: Type.Integer({ minimum: 1, default: 30 }),
   // Where all instances count those attempts together: redis[s]://[[user]:password@]host[:port][/db],
