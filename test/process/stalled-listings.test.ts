@@ -247,8 +247,9 @@ t.test('listings whose clients leave while their pages queue send no more querie
   await sleep(500)
   const before = await commits()
   await sleep(1000)
-  // Two of them are this test's own
-  const sent = await commits() - before - 2
+  // The server counts a session's transactions when it flushes its statistics, at most once a
+  // second while busy: a listing still reading would show; the test's own two may or may not
+  const sent = await commits() - before
   t.comment(`transactions in the second after: ${sent}`)
   t.ok(sent < 10, 'no page query is sent for a listing whose client left')
 })
