@@ -25,33 +25,62 @@ const WITH_BODY = { 413: [Message.PayloadTooLarge], 415: [Message.UnsupportedMed
 
 /** Up to this many books are answered in one piece; a longer listing is streamed. */
 const SMALL_LISTING = 1000
-/** Books per query while streaming (about 190 KB of JSON); the service holds two pages at most. */
-const STREAM_PAGE = 2500
+/**
+ * Books per query while streaming: about 75 KB of JSON for short titles. A stalled listing holds
+ * two pages (below), so a thousand of them hold about 150 MB.
+ */
+const STREAM_PAGE = 1000
 const LISTING_START = `{"status":200,"message":"${Message.BooksRetrieved}","data":[`
 
 /**
  * The envelope of a long listing, in pieces: the first page already read, then each next page
- * as the client takes the previous one (backpressure); the page after is read while one is
- * being written. A client that goes away stops the reading. A failure after the first piece
- * cannot change the status any more: the stream errors, the connection is cut and the body
- * stays incomplete JSON, so no client takes a partial list for the whole one.
+ * as the client takes the previous one (backpressure). A listing holds two pages at most: the
+ * one being written, until the socket has handed all of it to the kernel, and the next one, read
+ * meanwhile. Nothing is buffered beyond that (`highWaterMark: 0`): a page is asked for only
+ * when the one before has gone out. A client that goes away stops the reading. A failure after
+ * the first piece cannot change the status any more: the stream errors, the connection is cut
+ * and the body stays incomplete JSON, so no client takes a partial list for the whole one.
  */
-async function * listingChunks (first: ListingPage, repository: FastifyInstance['booksRepository']) {
-  yield LISTING_START + first.json
+function listingStream (first: ListingPage, repository: FastifyInstance['booksRepository']): Readable {
   const readAfter = (page: ListingPage) => {
-    if (page.count === 0 || page.lastId === null) return null
-    const reading = repository.pageAfter(page.lastId, STREAM_PAGE)
-    // Awaited below; this only keeps a read left behind by a departed client from being unhandled
+    // A short page is the last: no need to ask for more
+    if (page.count < STREAM_PAGE || page.lastId === null) return null
+    const reading = repository.pageAfter(page.lastId, STREAM_PAGE, departed.signal)
+    // Awaited in read(); this only keeps a read left behind by a departed client from being unhandled
     reading.catch(() => {})
     return reading
   }
-  for (let next = readAfter(first); next !== null;) {
-    const page = await next
-    // A short page is the last: no need to ask for more
-    next = page.count === STREAM_PAGE ? readAfter(page) : null
-    if (page.count > 0) yield `,${page.json}`
-  }
-  yield ']}'
+  // Aborted once the stream is destroyed: after its end, or early (the client left, a page failed)
+  const departed = new AbortController()
+  let head: string | null = LISTING_START + first.json
+  let next = readAfter(first)
+  return new Readable({
+    highWaterMark: 0,
+    read () {
+      if (head !== null) {
+        this.push(head)
+        head = null
+      } else if (next === null) {
+        this.push(']}')
+        this.push(null)
+      } else {
+        next.then((page) => {
+          next = departed.signal.aborted ? null : readAfter(page)
+          if (page.count > 0) {
+            this.push(`,${page.json}`)
+          } else {
+            // The page before was full and the last
+            this.push(']}')
+            this.push(null)
+          }
+        }, (err: Error) => this.destroy(err))
+      }
+    },
+    destroy (err, callback) {
+      departed.abort()
+      callback(err)
+    }
+  })
 }
 
 /**
@@ -139,7 +168,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
     return sendWrittenJson(reply, first.count <= SMALL_LISTING
       ? `${LISTING_START}${first.json}]}`
       // Too many to hold: stream them, page by page, as the client reads
-      : Readable.from(listingChunks(first, booksRepository), { highWaterMark: 1 }))
+      : listingStream(first, booksRepository))
   })
 
   fastify.get('/book/:id', {

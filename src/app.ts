@@ -21,6 +21,7 @@ import jsonBody from '../plugins/app/json-body.js'
 import metrics from '../plugins/app/metrics.js'
 import migrate from '../plugins/app/migrate.js'
 import responseHeaders from '../plugins/app/response-headers.js'
+import sendTimeout from '../plugins/app/send-timeout.js'
 import shutdown from '../plugins/app/shutdown.js'
 import books from '../routes/books.js'
 import health from '../routes/health.js'
@@ -93,6 +94,7 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
   await fastify.register(lingeringClose)
   await fastify.register(connectionLimits)
   await fastify.register(shutdown)
+  await fastify.register(sendTimeout)
   await fastify.register(responseHeaders)
   await fastify.register(cors)
   await fastify.register(httpEdge)

@@ -57,6 +57,9 @@ export const ConfigSchema = Type.Object({
   // which the connection-limits plugin checks at start-up
   MAX_CONNECTIONS: Type.Integer({ minimum: 1, maximum: CONNECTION_HARD_CAP, default: DEFAULT_MAX_CONNECTIONS }),
   MAX_CONNECTIONS_PER_ADDRESS: Type.Integer({ minimum: 1, default: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS }),
+  // A response whose client takes none of it for this long is cut off (plugins/app/send-timeout.ts).
+  // At least 10 s: the same timer runs while a handler waits for the database (at most 5 s)
+  SEND_TIMEOUT_MS: Type.Integer({ minimum: 10_000, maximum: 600_000, default: 30_000 }),
   // Attempts at POST /token per client address and minute
   TOKEN_RATE_LIMIT: Type.Integer({ minimum: 1, default: 30 }),
   // Attempts at POST /token per username and minute, from all addresses that have not logged in

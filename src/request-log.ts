@@ -42,12 +42,26 @@ export class RequestLogController extends LogController {
 
   /** A streamed body (a long GET /books) that ended before its last byte. */
   override streamError (error: Error & { code?: string }, request: FastifyRequest, reply: FastifyReply) {
+    // Cut off by the send timeout: logged as such already
+    if (stalled.has(request)) return
     if (error.code === 'ERR_STREAM_PREMATURE_CLOSE') {
       request.log.info(fields(request, reply), 'request ended by the client')
     } else {
       request.log.error({ ...fields(request, reply), err: error }, 'response cut off after its status was sent')
     }
   }
+}
+
+/** Requests whose connection the send timeout cut (plugins/app/send-timeout.ts). */
+const stalled = new WeakSet<FastifyRequest>()
+
+/**
+ * The one line of a response cut off because its client took none of it for `sendTimeoutMs`;
+ * the broken stream that follows is then not logged again as ended by the client.
+ */
+export function logStalledResponse (request: FastifyRequest, reply: FastifyReply, sendTimeoutMs: number) {
+  stalled.add(request)
+  request.log.warn({ ...fields(request, reply), sendTimeoutMs }, 'response cut off: the client took none of it')
 }
 
 /** The one controller: it keeps no state, and the HTTP edge writes its lines too. */

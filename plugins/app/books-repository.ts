@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import type { PostgresDb } from '@fastify/postgres'
 import fp from 'fastify-plugin'
+import type { LimitFunction } from 'p-limit' with { 'resolution-mode': 'import' }
 import type { QueryResultRow } from 'pg'
 import { batched } from '../../src/db/batch.js'
 import { boundedQuery } from '../../src/db/bounded-query.js'
@@ -161,8 +162,14 @@ const LISTING_PAGE = `SELECT count(*)::int4 AS count, max(id)::text AS last_id,
  * PostgreSQL, this more than doubles the throughput of each (docs/performance.md): one statement
  * and one commit do the work of dozens. Deletes, the existence check of a bad PUT and the later
  * pages of a long listing are single statements.
+ *
+ * Every page query of the listings (the first pages too) runs through `listingQueries`, which
+ * lets only a part of the pool's connections read listings at once: a thousand listings then
+ * wait for their next page in this process's queue (one query at most per listing, without a
+ * time limit), not in the pool's queue ahead of everyone else, where the 2 s connection bound
+ * cut them off and everyone else waited behind them.
  */
-export function createBooksRepository (pg: PostgresDb) {
+export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunction) {
   const query = <R extends QueryResultRow>(text: string, values: unknown[]) => boundedQuery<R>(pg.pool, { text, values })
 
   const finds = batched<string, Book | null>(async (ids) => {
@@ -235,8 +242,12 @@ export function createBooksRepository (pg: PostgresDb) {
     return answers
   })
 
-  async function pageAfter (afterId: string, limit: number): Promise<ListingPage> {
-    const { rows: [row] } = await query<{ count: number, last_id: string | null, json: string }>(LISTING_PAGE, [afterId, limit])
+  async function pageAfter (afterId: string, limit: number, signal?: AbortSignal): Promise<ListingPage> {
+    const { rows: [row] } = await listingQueries(() => {
+      // A listing whose client left while this waited for its turn needs it no more
+      signal?.throwIfAborted()
+      return query<{ count: number, last_id: string | null, json: string }>(LISTING_PAGE, [afterId, limit])
+    })
     return { count: row!.count, lastId: row!.last_id, json: row!.json }
   }
 
@@ -293,12 +304,21 @@ export function createBooksRepository (pg: PostgresDb) {
     /**
      * The page after `afterId`: up to `limit` books with higher ids, in id order. A listing goes
      * on where its last page ended (a keyset cursor), so each page is a short query of its own
-     * and a listing holds no connection or transaction while the client reads.
+     * and a listing holds no connection or transaction while the client reads. Once `signal` is
+     * aborted, a query still waiting for its turn is not sent (the promise rejects).
      */
     pageAfter
   }
 }
 
+/** The share of the pool's connections that listings may use at once: half, at least one. */
+export function listingConnections (poolMax: number): number {
+  return Math.max(1, Math.floor(poolMax / 2))
+}
+
 export default fp(async function booksRepository (fastify) {
-  fastify.decorate('booksRepository', createBooksRepository(fastify.pg))
+  // p-limit is an ES module; this file compiles to CommonJS
+  const { default: pLimit } = await import('p-limit')
+  const listingQueries = pLimit(listingConnections(fastify.pg.pool.options.max))
+  fastify.decorate('booksRepository', createBooksRepository(fastify.pg, listingQueries))
 }, { name: 'books-repository', dependencies: ['postgres', 'migrate'] })
