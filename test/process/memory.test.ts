@@ -4,23 +4,17 @@
  * the figures; the bound is loose on purpose (garbage collection is lazy), a leak of even a few
  * hundred bytes a request would exceed it.
  */
-import { readFileSync } from 'node:fs'
 import { Agent, request as httpRequest } from 'node:http'
 import t from 'tap'
 import { testEnv } from '../helper.js'
 import { createDatabase } from '../helpers/database.js'
-import { type Service, startService } from '../helpers/service.js'
+import { residentMiB, type Service, startService } from '../helpers/service.js'
 
 t.setTimeout(120_000)
 
 const CLIENTS = 32
 const PHASES = 3
 const PER_PHASE = 10_000
-
-function residentMiB (pid: number): number {
-  const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
-  return Number(match?.[1]) / 1024
-}
 
 function send (service: Service, agent: Agent, method: string, path: string, token: string | undefined, body?: string) {
   return new Promise<{ status: number, text: string }>((resolve, reject) => {

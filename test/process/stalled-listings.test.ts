@@ -4,14 +4,13 @@
  * while they wait (point reads keep a p99 under 100 ms), and leave nothing behind when they go;
  * a response nobody takes is cut off after SEND_TIMEOUT_MS.
  */
-import { readFileSync } from 'node:fs'
 import { Agent } from 'node:http'
 import { connect, type Socket } from 'node:net'
 import t from 'tap'
 import { testEnv } from '../helper.js'
 import { createDatabase, NEEDS_SERVER, pgClient } from '../helpers/database.js'
 import { type Exchange, sendRequest } from '../helpers/keep-alive-request.js'
-import { type Service, startService } from '../helpers/service.js'
+import { residentMiB, type Service, startService } from '../helpers/service.js'
 import { quantile } from '../helpers/prober.js'
 import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 
@@ -30,11 +29,6 @@ const P99_BOUND_MS = 100
  */
 const IDLE_MARGIN_MIB = 50
 const SETTLE_MS = 90_000
-
-function residentMiB (pid: number): number {
-  const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
-  return Number(match?.[1]) / 1024
-}
 
 /**
  * A `GET /books` on a raw socket that reads the first chunk of the answer (to see its status
