@@ -65,8 +65,9 @@ async function startService (track, dbUrl, logPath) {
     SECRET_TOKEN: SECRET,
     PORT: String(port),
     LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
-    // /token is measured, not the limiter
-    TOKEN_RATE_LIMIT: '1000000000'
+    // /token is measured, not the limiters
+    TOKEN_RATE_LIMIT: '1000000000',
+    TOKEN_USERNAME_RATE_LIMIT: '1000000000'
   })
   const log = fs.openSync(logPath, 'a')
   const child = track(spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', log, log] }))

@@ -69,8 +69,9 @@ async function main (bench) {
       AUTH_USERNAME: USERNAME,
       AUTH_PASSWORD: PASSWORD,
       LOG_LEVEL,
-      // /token is measured, not the limiter
-      TOKEN_RATE_LIMIT: '1000000000'
+      // /token is measured, not the limiters
+      TOKEN_RATE_LIMIT: '1000000000',
+      TOKEN_USERNAME_RATE_LIMIT: '1000000000'
     },
     instances: 3,
     detached: true,
