@@ -48,6 +48,13 @@ export const NEEDS_DIRECT_SERVER = STORE !== 'postgres' && 'starts its own PgBou
 export const NEEDS_SERVER = STORE === 'pglite' && 'needs a PostgreSQL server (PGlite is a single session)'
 
 /**
+ * For `t.test(name, { skip: STORE_INDEPENDENT }, ...)`: tests of the HTTP layer (connections,
+ * headers, tokens, ports) whose outcome does not depend on the store. On PGlite they would only
+ * repeat the run on the server, at the cost of a service with an embedded database each.
+ */
+export const STORE_INDEPENDENT = STORE === 'pglite' && 'does not depend on the store: runs with TEST_STORE=postgres'
+
+/**
  * An empty PGlite cluster, dumped by the first store the tests start: loading it takes a
  * fraction of the seconds that creating a cluster does. Keyed by PGlite's version.
  */

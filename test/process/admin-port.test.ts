@@ -8,7 +8,7 @@
 import { createServer, connect } from 'node:net'
 import t, { type Test } from 'tap'
 import { testEnv } from '../helper.js'
-import { createDatabase } from '../helpers/database.js'
+import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { LIVE, READY, UNAVAILABLE } from '../helpers/health.js'
 import { rawRequest } from '../helpers/raw-http.js'
 import { type Service, spawnService, startService } from '../helpers/service.js'
@@ -50,7 +50,7 @@ function connects (host: string, port: number): Promise<'connected' | 'refused'>
   }), 2000, `connecting to ${host}:${port}`)
 }
 
-t.test('ADMIN_PORT=0: the operations endpoints on the admin port only, everything else on the public port only', async (t) => {
+t.test('ADMIN_PORT=0: the operations endpoints on the admin port only, everything else on the public port only', { skip: STORE_INDEPENDENT }, async (t) => {
   // The public port on every address, as in production: the admin port stays on 127.0.0.1
   const service = await startService(t, { ...testEnv(await createDatabase(t)), HOST: '0.0.0.0', ADMIN_PORT: '0' })
   const admin = await adminAddress(service)
@@ -121,7 +121,7 @@ t.test('ADMIN_PORT=0: the operations endpoints on the admin port only, everythin
   })
 })
 
-t.test('ADMIN_HOST: the admin port on that address only', async (t) => {
+t.test('ADMIN_HOST: the admin port on that address only', { skip: STORE_INDEPENDENT }, async (t) => {
   const service = await startService(t, { ...testEnv(await createDatabase(t)), ADMIN_PORT: '0', ADMIN_HOST: '127.0.0.2' })
   const admin = await adminAddress(service)
   t.equal(admin.address, '127.0.0.2')
@@ -131,7 +131,7 @@ t.test('ADMIN_HOST: the admin port on that address only', async (t) => {
   t.equal(await connects('127.0.0.2', admin.port), 'connected', 'on 127.0.0.2')
 })
 
-t.test('a shutdown seen by a probe of the admin port: 503 from SIGTERM on, through the delay and the drain, then refused', async (t) => {
+t.test('a shutdown seen by a probe of the admin port: 503 from SIGTERM on, through the delay and the drain, then refused', { skip: STORE_INDEPENDENT }, async (t) => {
   const DELAY_MS = 2000
   const service = await startService(t, { ...testEnv(await createDatabase(t)), ADMIN_PORT: '0', SHUTDOWN_DELAY_MS: String(DELAY_MS) })
   const admin = await adminAddress(service)
@@ -191,7 +191,7 @@ t.test('a shutdown seen by a probe of the admin port: 503 from SIGTERM on, throu
   t.ok(lines.indexOf('admin server closed') > lines.findIndex((msg) => msg.startsWith('server closing')), 'the admin port closed after the public one')
 })
 
-t.test('the start-up fails when the admin port cannot be had', async (t) => {
+t.test('the start-up fails when the admin port cannot be had', { skip: STORE_INDEPENDENT }, async (t) => {
   const dbUrl = await createDatabase(t)
   const taken = createServer()
   await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
