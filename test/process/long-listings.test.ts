@@ -60,7 +60,7 @@ t.test('the switch to streaming at 1,000 books loses and repeats no book', async
   const streamed = await list()
   t.ok(streamed.chunked, '1,001 books are streamed')
   t.strictSame(streamed.ids, Array.from({ length: 1001 }, (_, i) => i + 1))
-  // Exactly one full page (1,000) past the first, so the page after it is empty: the stream must end well
+  // Exactly two full pages (of 500) past the first, so the page after them is empty: the stream must end well
   await db.query('INSERT INTO books (title, author, year) SELECT \'x\', \'y\', 1 FROM generate_series(1, 1000)')
   const pages = await list()
   t.strictSame(pages.ids, Array.from({ length: 2001 }, (_, i) => i + 1))
