@@ -126,6 +126,31 @@ export function checkAnswers (t: Test, load: IdempotentCreates): number {
 }
 
 /**
+ * "Within seconds" of the database being back (a promotion, pg_ctl's return): HAProxy's 0.75 s
+ * to take a new primary in, and room for a busy machine.
+ */
+export const SERVES_AGAIN_WITHIN_MS = 5000
+
+/**
+ * What the service must do around a disruption of its database (at `disruptedAt`, over by
+ * `backAt`): every answer as checkAnswers wants it, nothing failed before the disruption, and
+ * creates served again within SERVES_AGAIN_WITHIN_MS of `backAt`. Returns what the test reports:
+ * when it served again, the failed attempts, the slowest answer's milliseconds.
+ */
+export function checkRecovery (t: Test, load: IdempotentCreates, { disruption, disruptedAt, back, backAt }: {
+  disruption: string, disruptedAt: number, back: string, backAt: number
+}): { recovered: number, failed: Attempt[], slowest: number } {
+  const recovered = recoveredAt(load.attempts, disruptedAt)
+  const failed = load.attempts.filter((attempt) => attempt.status !== 201)
+  const slowest = checkAnswers(t, load)
+  t.comment(`${load.attempts.length} attempts (${statusCounts(load.attempts)}), ${load.acknowledged.length} creates acknowledged`)
+  t.ok(failed.every((attempt) => attempt.sentAt >= disruptedAt - 100), `nothing failed before ${disruption}`)
+  t.ok(recovered - backAt <= SERVES_AGAIN_WITHIN_MS,
+    `serving again ${Math.round(recovered - backAt)} ms after ${back} (bound ${SERVES_AGAIN_WITHIN_MS} ms)`)
+  return { recovered, failed, slowest }
+}
+
+/**
  * Reads the books and idempotency keys of the creates of `prefix` on the database of `db` (the
  * primary now) and checks: every acknowledged create is stored, with the id it was acknowledged
  * with, exactly once; nothing is stored twice or that no client sent; each acknowledged key
