@@ -29,6 +29,7 @@ import metricsRoute from '../routes/metrics.js'
 import token from '../routes/token.js'
 import { errorHandler } from './errors.js'
 import { requestLog } from './request-log.js'
+import { markListening } from './start-up.js'
 
 /** The largest request body accepted; a book is a few hundred bytes. */
 export const BODY_LIMIT = 64 * 1024
@@ -91,6 +92,8 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
   // written; then the database (migrated before anything queries it), the
   // token machinery, and the routes that use all of them
   await fastify.register(env, { environment })
+  // What fails from now on is no longer a start-up failure (src/start-failure.ts)
+  fastify.addHook('onListen', async () => markListening())
   await fastify.register(lingeringClose)
   await fastify.register(connectionLimits)
   await fastify.register(shutdown)

@@ -2,14 +2,18 @@
  * What `fastify start` reads besides the command line (its `-c` option): where to listen and at
  * which level to log, from `PORT`, `HOST` and `LOG_LEVEL`, with the defaults of src/config.ts.
  * fastify-cli loads this module after it has loaded a `.env` file, so those three are read like
- * every other variable. An invalid value still reaches the app, whose configuration schema
+ * every other variable. An invalid value is left to the app, whose configuration schema
  * names the variable at start-up.
  */
-import { DEFAULT_HOST, DEFAULT_LOG_LEVEL, DEFAULT_PORT } from './config.js'
+import { DEFAULT_HOST, DEFAULT_LOG_LEVEL, DEFAULT_PORT, LOG_LEVELS } from './config.js'
+
+const level = process.env.LOG_LEVEL
 
 // An empty value counts as unset, as it did in the shell's `${PORT:-8080}`
 export = {
   port: process.env.PORT || String(DEFAULT_PORT),
   address: process.env.HOST || DEFAULT_HOST,
-  logLevel: process.env.LOG_LEVEL || DEFAULT_LOG_LEVEL
+  // The logger is made before the app checks its configuration, and pino would throw its own
+  // words at an unknown level; with the default instead, the app's check names LOG_LEVEL
+  logLevel: LOG_LEVELS.find((known) => known === level) ?? DEFAULT_LOG_LEVEL
 }

@@ -23,7 +23,7 @@ export const DEFAULT_MAX_CONNECTIONS = Math.max(1, Math.floor(CONNECTION_HARD_CA
 /** What one client address (an IPv6 /64) may hold; behind a proxy, raise it (docs/operations.md). */
 export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = Math.min(256, DEFAULT_MAX_CONNECTIONS)
 
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 
 /**
  * The whole configuration, read once at start-up from the environment (or, for a test, from the
@@ -33,45 +33,58 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
  */
 export const ConfigSchema = Type.Object({
   // A PostgreSQL server (postgres://...), or the embedded PGlite: pglite:memory, pglite:<directory>
-  DB_URL: Type.String({ pattern: '^(postgres(ql)?://|pglite:.)' }),
+  DB_URL: Type.String({
+    pattern: '^(postgres(ql)?://|pglite:.)',
+    description: 'postgres://user:password@host:port/database, pglite:<directory> or pglite:memory'
+  }),
   // RFC 7518 section 3.2: an HS256 key must be at least 256 bits
-  SECRET_TOKEN: Type.String({ minLength: 32 }),
-  AUTH_USERNAME: Type.String({ minLength: 1 }),
-  AUTH_PASSWORD: Type.String({ minLength: 1 }),
-  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: DEFAULT_PORT }),
-  HOST: Type.String({ minLength: 1, default: DEFAULT_HOST }),
-  LOG_LEVEL: Type.Union(LOG_LEVELS.map((level) => Type.Literal(level)), { default: DEFAULT_LOG_LEVEL }),
+  SECRET_TOKEN: Type.String({ minLength: 32, description: 'a random string of at least 32 characters (openssl rand -hex 32)' }),
+  AUTH_USERNAME: Type.String({ minLength: 1, description: 'the username POST /token accepts' }),
+  AUTH_PASSWORD: Type.String({ minLength: 1, description: 'the password POST /token accepts' }),
+  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: DEFAULT_PORT, description: 'a port number from 0 to 65535 (0: one the system picks)' }),
+  HOST: Type.String({ minLength: 1, default: DEFAULT_HOST, description: 'an address of this machine, e.g. 127.0.0.1, or 0.0.0.0 for every interface' }),
+  LOG_LEVEL: Type.Union(LOG_LEVELS.map((level) => Type.Literal(level)), { default: DEFAULT_LOG_LEVEL, description: `one of ${LOG_LEVELS.join(', ')}` }),
   // A port of its own for /health/* and /metrics (plugins/app/admin-listener.ts), which the
   // public port then answers 404; 0: one the system picks. Unset: they stay on the public port
-  ADMIN_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
+  ADMIN_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, description: 'a port number from 0 to 65535, other than PORT' })),
   // The address that port is bound to: an IP address or a host name, not a URL or a port
-  ADMIN_HOST: Type.String({ pattern: '^([0-9A-Fa-f:.]+|[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*)$', default: DEFAULT_ADMIN_HOST }),
-  DB_POOL_MAX: Type.Integer({ minimum: 1, maximum: 100, default: 10 }),
+  ADMIN_HOST: Type.String({ pattern: '^([0-9A-Fa-f:.]+|[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*)$', default: DEFAULT_ADMIN_HOST, description: 'an IP address or a host name' }),
+  DB_POOL_MAX: Type.Integer({ minimum: 1, maximum: 100, default: 10, description: 'an integer from 1 to 100' }),
   // After SIGTERM or SIGINT: how long readiness answers 503 while everything else is still served,
   // so a load balancer takes the instance out before it stops accepting (plugins/app/shutdown.ts).
   // At most 10 minutes: a larger value is a unit mistake
-  SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 0 }),
+  SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 0, description: 'milliseconds from 0 to 600000' }),
   // Open client connections, in all and per client address (the socket's peer, an IPv6 /64): a
   // connection over either bound is answered 503 or 429 and closed. At most what the file
   // descriptor limit leaves (CONNECTION_HARD_CAP); the one per address at most MAX_CONNECTIONS,
   // which the connection-limits plugin checks at start-up
-  MAX_CONNECTIONS: Type.Integer({ minimum: 1, maximum: CONNECTION_HARD_CAP, default: DEFAULT_MAX_CONNECTIONS }),
-  MAX_CONNECTIONS_PER_ADDRESS: Type.Integer({ minimum: 1, default: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS }),
+  MAX_CONNECTIONS: Type.Integer({
+    minimum: 1,
+    maximum: CONNECTION_HARD_CAP,
+    default: DEFAULT_MAX_CONNECTIONS,
+    description: `an integer from 1 to ${CONNECTION_HARD_CAP} (the file-descriptor limit minus ${RESERVED_FDS})`
+  }),
+  MAX_CONNECTIONS_PER_ADDRESS: Type.Integer({ minimum: 1, default: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, description: 'an integer from 1 to MAX_CONNECTIONS' }),
   // A response whose client takes none of it for this long is cut off (plugins/app/send-timeout.ts).
   // At least 10 s: the same timer runs while a handler waits for the database (at most 5 s)
-  SEND_TIMEOUT_MS: Type.Integer({ minimum: 10_000, maximum: 600_000, default: 30_000 }),
+  SEND_TIMEOUT_MS: Type.Integer({ minimum: 10_000, maximum: 600_000, default: 30_000, description: 'milliseconds from 10000 to 600000' }),
   // Attempts at POST /token per client address and minute
-  TOKEN_RATE_LIMIT: Type.Integer({ minimum: 1, default: 30 }),
+  TOKEN_RATE_LIMIT: Type.Integer({ minimum: 1, default: 30, description: 'attempts a minute, at least 1' }),
   // Attempts at POST /token per username and minute, from all addresses that have not logged in
   // in the last 7 days together: guessing spread over many addresses (plugins/app/login-attempts.ts)
-  TOKEN_USERNAME_RATE_LIMIT: Type.Integer({ minimum: 1, default: 10 }),
+  TOKEN_USERNAME_RATE_LIMIT: Type.Integer({ minimum: 1, default: 10, description: 'attempts a minute, at least 1' }),
   // Where all instances count those attempts together: redis[s]://[[user]:password@]host[:port][/db],
   // no query (it would override the client's time bounds); empty: each process counts alone
-  REDIS_URL: Type.String({ default: '', pattern: '^(rediss?://[^\\s/?#]+(/[0-9]*)?)?$' }),
+  REDIS_URL: Type.String({
+    default: '',
+    pattern: '^(rediss?://[^\\s/?#]+(/[0-9]*)?)?$',
+    description: 'redis://[[user]:password@]host[:port][/db] or rediss://..., without a query; empty for none'
+  }),
   // Browser origins allowed to call the service (CORS), comma-separated `http(s)://host[:port]`
   // without path or `*`; empty: CORS off
   CORS_ORIGINS: Type.String({
     default: '',
+    description: 'origins separated by commas, each http(s)://host[:port] without a path (not *); empty for none',
     pattern: '^\\s*(https?://[^/?#\\s,*]+\\s*(,\\s*https?://[^/?#\\s,*]+\\s*)*)?$'
   })
 })
@@ -80,3 +93,39 @@ export type Config = Static<typeof ConfigSchema>
 
 /** What a test or an embedding program gives the app instead of the environment. */
 export type ConfigInput = Partial<Record<keyof Config, string>>
+
+/** Variables whose value no message shows, only its length. */
+const SECRET_VARIABLES = new Set(['SECRET_TOKEN', 'AUTH_PASSWORD'])
+
+/** One failed check of the configuration, as ajv reports it (the `errors` of @fastify/env's error). */
+export interface ConfigError {
+  instancePath: string
+  keyword: string
+  params: Record<string, unknown>
+}
+
+/** A value as a message may show it: a secret by its length, the password of a URL masked. */
+function shown (variable: string, value: string): string {
+  if (SECRET_VARIABLES.has(variable)) return `${value.length} characters long`
+  if (value === '') return 'empty'
+  return JSON.stringify(value.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@]*):[^/@]*@/i, '$1:***@'))
+}
+
+/**
+ * The failed checks of the configuration as one line for an operator: each variable, what it
+ * holds and what it should hold (its `description` above), e.g. `LOG_LEVEL is "verbose"; set
+ * LOG_LEVEL to one of fatal, error, ...`. ajv's own wording names the schema's keywords instead
+ * (`env/DB_URL must match pattern "^(postgres..."`). Empty when no check names a variable.
+ */
+export function describeConfigErrors (errors: ConfigError[], values: Record<string, string | undefined>): string {
+  const variables = new Set(errors.map((error) => error.keyword === 'required'
+    ? String(error.params.missingProperty)
+    : error.instancePath.split('/')[1] ?? ''))
+  variables.delete('')
+  const properties: Record<string, { description?: string }> = ConfigSchema.properties
+  return [...variables].map((variable) => {
+    const value = values[variable]
+    const holds = value === undefined ? 'is not set' : `is ${shown(variable, value)}`
+    return `${variable} ${holds}; set ${variable} to ${properties[variable]?.description ?? 'a valid value'}`
+  }).join('; ')
+}

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance, RouteShorthandOptions } from 'fastify'
 import fp from 'fastify-plugin'
+import { describeListenError } from '../../src/start-up.js'
 
 /** The route constraint of the operations routes while ADMIN_PORT is set. */
 const ADMIN_ONLY = { listener: 'admin' } as const
@@ -108,7 +109,7 @@ export default fp(async function adminListener (fastify) {
       for (const listener of fastify.server.listeners(event)) server.on(event, listener as (...args: unknown[]) => void)
     }
     await new Promise<void>((resolve, reject) => {
-      server.once('error', reject)
+      server.once('error', (err) => reject(new Error(describeListenError(err, 'ADMIN_PORT', 'ADMIN_HOST') ?? err.message, { cause: err })))
       server.listen(port, config.ADMIN_HOST, () => {
         server.off('error', reject)
         resolve()

@@ -23,7 +23,7 @@ export default fp(async function migrate (fastify) {
   try {
     client = await fastify.pg.connect()
   } catch (err) {
-    throw new Error(`cannot connect to the database at DB_URL: ${(err as Error).message}`, { cause: err })
+    throw new Error(`cannot connect to the database at DB_URL: ${(err as Error).message}; check DB_URL, and that PostgreSQL runs there`, { cause: err })
   }
   // A checked-out client has no pool listener: a dropped connection must not end the process
   const onError = (err: Error) => fastify.log.warn({ err }, 'database connection lost while migrating')
@@ -47,7 +47,7 @@ export default fp(async function migrate (fastify) {
     await client.query('COMMIT')
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {})
-    throw new Error(`database migration failed: ${(err as Error).message}`, { cause: err })
+    throw new Error(`database migration failed: ${(err as Error).message}; check that the user DB_URL names may create tables in its database`, { cause: err })
   } finally {
     client.off('error', onError)
     client.release()

@@ -1,6 +1,6 @@
 import fastifyEnv from '@fastify/env'
 import fp from 'fastify-plugin'
-import { ConfigSchema, type Config, type ConfigInput } from '../../src/config.js'
+import { ConfigSchema, describeConfigErrors, type Config, type ConfigError, type ConfigInput } from '../../src/config.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -14,18 +14,24 @@ export interface EnvOptions {
 }
 
 /**
- * Validates the configuration against `ConfigSchema` and exposes it as `fastify.config`. Its
- * error names each offending variable (`env must have required property 'DB_URL'`).
- * fastify-cli has already loaded a `.env` file, if any, into the environment. A build given its
- * own `environment` reads only that, so builds side by side in one process each see their own.
+ * Validates the configuration against `ConfigSchema` and exposes it as `fastify.config`. A value
+ * that fails stops the start-up with an error that names each offending variable, what it holds
+ * and what it should hold (`describeConfigErrors`). fastify-cli has already loaded a `.env`
+ * file, if any, into the environment. A build given its own `environment` reads only that, so
+ * builds side by side in one process each see their own.
  *
  * @see https://github.com/fastify/fastify-env
  */
 export default fp<EnvOptions>(async function env (fastify, { environment }) {
-  await fastify.register(fastifyEnv, {
-    confKey: 'config',
-    schema: ConfigSchema,
-    dotenv: false,
-    ...(environment === undefined ? {} : { env: false, data: environment })
-  })
+  try {
+    await fastify.register(fastifyEnv, {
+      confKey: 'config',
+      schema: ConfigSchema,
+      dotenv: false,
+      ...(environment === undefined ? {} : { env: false, data: environment })
+    })
+  } catch (err) {
+    const described = describeConfigErrors((err as { errors?: ConfigError[] }).errors ?? [], environment ?? process.env)
+    throw described === '' ? err : new Error(described, { cause: err })
+  }
 }, { name: 'env' })

@@ -79,6 +79,7 @@ export class Service {
   stderr = ''
   exit: Exit | null = null
   readonly exited: Promise<Exit>
+  #host: string | null = null
   #port: number | null = null
   #serverPid: number | null = null
   #waiters = new Set<() => void>()
@@ -114,8 +115,14 @@ export class Service {
     return this.#serverPid
   }
 
+  /** The address the service logged first where it listens: 127.0.0.1 unless HOST said otherwise. */
+  get host (): string {
+    if (this.#host === null) throw new Error('the service has not said where it listens yet')
+    return this.#host
+  }
+
   get url (): string {
-    return `http://127.0.0.1:${this.port}`
+    return `http://${this.host}:${this.port}`
   }
 
   /** Whether no process of the service's process group is left (none orphaned, none listening). */
@@ -168,11 +175,13 @@ export class Service {
   async listening (ms = START_TIMEOUT): Promise<void> {
     await this.waitFor(() => {
       // Whole lines only: the last one may still be arriving
-      const line = this.stdout.split('\n').slice(0, -1).find((line) => line.includes('"Server listening at http://127.0.0.1:'))
+      const line = this.stdout.split('\n').slice(0, -1).find((line) => line.includes('"Server listening at http://'))
       if (line !== undefined) {
         const { pid, msg } = JSON.parse(line) as { pid: number, msg: string }
+        const [, host, port] = /http:\/\/(.+):(\d+)$/.exec(msg) ?? []
         this.#serverPid = pid
-        this.#port = Number(/:(\d+)$/.exec(msg)?.[1])
+        this.#host = host ?? null
+        this.#port = Number(port)
         return true
       }
       if (this.exit !== null) throw new Error(`service exited before listening: ${JSON.stringify(this.exit)}\n${this.output}`)
@@ -243,21 +252,24 @@ if (DEV_COMMAND === SCRIPTS.dev) throw new Error(`npm run dev does not start wit
 
 /**
  * Starts the service exactly as `npm start` does: its command line run by `sh -c`, as npm runs
- * a script (or another `command`, such as `DEV_COMMAND` or `exec npm start`), with `env` (plus
- * PATH and HOME) as its whole environment, listening on a port the system picks (`PORT=0`; see
- * `listening()`). The script's `exec` makes the service the spawned process itself, so signals
- * reach it directly; it leads a process group of its own. Whatever of the group still runs when
- * the test ends is killed.
+ * a script (or another `command`, such as `DEV_COMMAND` or `exec npm start`), in `cwd` (the
+ * project's root unless given), with `env` (plus PATH and HOME) as its whole environment,
+ * listening on 127.0.0.1 on a port the system picks (`HOST=127.0.0.1`, `PORT=0`, unless `env`
+ * says otherwise; a variable given as undefined is left unset; see `listening()`). The script's
+ * `exec` makes the service the spawned process itself, so signals reach it directly; it leads a
+ * process group of its own. Whatever of the group still runs when the test ends is killed.
  */
-export async function spawnService (t: Test, env: Record<string, string>, command = START_COMMAND): Promise<Service> {
+export async function spawnService (
+  t: Test, env: Record<string, string | undefined>, command = START_COMMAND, cwd = PROJECT_ROOT
+): Promise<Service> {
+  const given = Object.entries({ HOST: '127.0.0.1', PORT: '0', ...env })
+    .filter((entry): entry is [string, string] => entry[1] !== undefined)
   const child = spawn('/bin/sh', ['-c', command], {
-    cwd: PROJECT_ROOT,
+    cwd,
     env: {
       PATH: `${join(PROJECT_ROOT, 'node_modules/.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
       HOME: process.env.HOME ?? '/tmp',
-      HOST: '127.0.0.1',
-      PORT: '0',
-      ...env
+      ...Object.fromEntries(given)
     },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true
@@ -283,5 +295,38 @@ export async function spawnService (t: Test, env: Record<string, string>, comman
 export async function startService (t: Test, env: Record<string, string>): Promise<Service> {
   const service = await spawnService(t, env)
   await service.listening()
+  return service
+}
+
+const STACK_FRAME = '    at '
+
+export function nonEmptyLines (text: string): string[] {
+  return text.split('\n').filter((line) => line.trim() !== '')
+}
+
+/**
+ * Starts the service with `env` (and `command`, `cwd`: see `spawnService`) and expects it to
+ * refuse: exit code 1 of its own, stderr ending with the one line of the failure, matching
+ * `line` (under `npm start` the only line; `npm run dev` prints its set-up before), no stack
+ * trace anywhere (a log line on stdout may tell the same), none of `secrets` anywhere, no
+ * process left behind (none listening, none orphaned).
+ */
+export async function expectStartupFailure (
+  t: Test, env: Record<string, string | undefined>, line: string | RegExp,
+  { secrets = [], command = START_COMMAND, cwd = PROJECT_ROOT }: { secrets?: string[], command?: string, cwd?: string } = {}
+): Promise<Service> {
+  const service = await spawnService(t, env, command, cwd)
+  const exit = await service.waitForExit(30_000)
+  t.strictSame(exit, { code: 1, signal: null }, 'exits by itself with code 1')
+  const lines = nonEmptyLines(service.stderr)
+  if (command === START_COMMAND) t.equal(lines.length, 1, 'stderr holds exactly one line')
+  t.equal(lines.filter((printed) => printed.startsWith('bookkeeping: ')).length, 1, 'one line tells the failure')
+  t.match(lines.at(-1), line, 'the last line says what is wrong')
+  t.notMatch(service.stdout + service.stderr, STACK_FRAME, 'no stack trace')
+  for (const secret of secrets) {
+    t.notMatch(service.stdout + service.stderr, secret, 'no secret or password in the output')
+  }
+  t.notMatch(service.stdout, 'Server listening', 'it never listened')
+  t.ok(service.processGroupGone, 'no process of it is left')
   return service
 }

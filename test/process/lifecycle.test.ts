@@ -11,7 +11,7 @@ import {
   ADMIN_URL, createDatabase, databaseName, NEEDS_SERVER, pgClient, refuseConnections, waitForSessionsOnLock
 } from '../helpers/database.js'
 import { rawRequest } from '../helpers/raw-http.js'
-import { closedPort, probe, spawnService, startService } from '../helpers/service.js'
+import { closedPort, expectStartupFailure, nonEmptyLines, probe, spawnService, startService } from '../helpers/service.js'
 import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 
 // About sixteen service processes (each also instrumented for coverage by tap): more than the
@@ -19,33 +19,6 @@ import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 t.setTimeout(60_000)
 // Each subtest has its own processes and database: run a few side by side
 t.jobs = 3
-
-const STACK_FRAME = '    at '
-
-function nonEmptyLines (text: string): string[] {
-  return text.split('\n').filter((line) => line.trim() !== '')
-}
-
-/**
- * Starts the service with `env` and expects it to refuse: a failure exit of its own, one line on
- * stderr matching `line`, no stack trace, none of `secrets` anywhere, no process left behind
- * (none listening, none orphaned).
- */
-async function expectStartupFailure (t: Test, env: Record<string, string>, line: string | RegExp, secrets: string[]) {
-  const service = await spawnService(t, env)
-  const exit = await service.waitForExit()
-  t.not(exit.code, 0, 'exits with a failure code')
-  t.not(exit.code, null, 'exits by itself, not by a signal')
-  const lines = nonEmptyLines(service.stderr)
-  t.equal(lines.length, 1, 'stderr holds exactly one line')
-  t.match(lines[0], line, 'the line says what is wrong')
-  t.notMatch(service.stdout + service.stderr, STACK_FRAME, 'no stack trace')
-  for (const secret of secrets) {
-    t.notMatch(service.stdout + service.stderr, secret, 'no secret or password in the output')
-  }
-  t.notMatch(service.stdout, 'Server listening', 'it never listened')
-  t.ok(service.processGroupGone, 'no process of it is left')
-}
 
 t.test('configuration errors stop the start-up with one line naming the variable', async (t) => {
   // A real, empty database: were a check missing, the service would come up on it
@@ -69,7 +42,7 @@ t.test('configuration errors stop the start-up with one line naming the variable
   t.jobs = 2
   for (const { name, variable, env } of cases) {
     t.test(name, async (t) => {
-      await expectStartupFailure(t, env, variable, [SECRET, SECRET.slice(0, 31), PASSWORD])
+      await expectStartupFailure(t, env, variable, { secrets: [SECRET, SECRET.slice(0, 31), PASSWORD] })
     })
   }
 })
@@ -79,7 +52,7 @@ t.test('an unreachable database stops the start-up with one line about the datab
   const dbPassword = 'db-password-that-must-stay-private'
   const env = testEnv(`postgres://bookkeeping:${dbPassword}@127.0.0.1:${deadPort}/bookkeeping`)
   t.equal(await probe(deadPort), 'refused', 'precondition: nothing listens where DB_URL points')
-  await expectStartupFailure(t, env, /database/i, [SECRET, PASSWORD, dbPassword])
+  await expectStartupFailure(t, env, /database/i, { secrets: [SECRET, PASSWORD, dbPassword] })
 })
 
 /** A service on a fresh database holding one book: the service, the database, a token, the book. */
