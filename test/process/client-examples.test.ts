@@ -162,10 +162,11 @@ function logLines (service: Service, offset: number): Array<{ time: number, msg:
 
 /**
  * The round answered as the service stores books, with the bare token and an Idempotency-Key on
- * the wire; the book stored once (its key names it, and after the delete no book is left).
+ * the wire; the book stored once (its key names it, and after the delete no book is left). False
+ * when the example failed: nothing else about its run is worth checking then.
  */
-async function checkRound (t: Test, run: Run, db: pg.Client, sent: WireRequest[]) {
-  if (!t.equal(run.failure, null, 'the example ran to its end')) return
+async function checkRound (t: Test, run: Run, db: pg.Client, sent: WireRequest[]): Promise<boolean> {
+  if (!t.equal(run.failure, null, 'the example ran to its end')) return false
   t.strictSame(Object.keys(run.steps), [...STEPS], 'every step answered')
   const created = run.steps.created as { id: number }
   t.match(created, { ...BOOK, id: Number }, 'created: the book with its new id')
@@ -185,6 +186,7 @@ async function checkRound (t: Test, run: Run, db: pg.Client, sent: WireRequest[]
   // Each round deletes the book it created: any other would be a second copy
   const { rows: left } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM books')
   t.equal(left[0]!.n, 0, 'the book is gone, and no second copy of it was stored')
+  return true
 }
 
 /** A keep-alive connection from this address that has had its answer and stays open. */
@@ -213,7 +215,7 @@ t.test('each example: a round, and a token that expired; the generated types', {
       const logFrom = service.stdout.length
       const run = await example.run(t, url)
       const sent = requestsIn(proxy.sent.slice(sentFrom))
-      await checkRound(t, run, db, sent)
+      if (!await checkRound(t, run, db, sent)) return
       t.strictSame(await requestLines(service, logFrom),
         ['POST /token 200', 'POST /book 201', 'GET /books 200', 'GET /book/:id 200', 'PUT /book/:id 200', 'DELETE /book/:id 200'].map((line) => line.replace(':id', String((run.steps.created as { id: number }).id))),
         'one login, then each call once')
@@ -225,7 +227,7 @@ t.test('each example: a round, and a token that expired; the generated types', {
       const logFrom = service.stdout.length
       const run = await example.run(t, url, expiredToken())
       const sent = requestsIn(proxy.sent.slice(sentFrom))
-      await checkRound(t, run, db, sent)
+      if (!await checkRound(t, run, db, sent)) return
       t.strictSame((await requestLines(service, logFrom)).slice(0, 3), ['POST /book 401', 'POST /token 200', 'POST /book 201'],
         'the create refused 401, a login, the same create again')
       t.strictSame(sent.slice(0, 3).map(({ line }) => line), ['POST /book', 'POST /token', 'POST /book'], 'so on the wire too')
@@ -266,7 +268,7 @@ t.test('each example: answered 429 with Retry-After, waits and goes on', { skip:
       for (const socket of held) socket.destroy()
       const run = await running
       const sent = requestsIn(proxy.sent)
-      await checkRound(t, run, db, sent)
+      if (!await checkRound(t, run, db, sent)) return
       t.strictSame(sent.slice(0, 2).map(({ line }) => line), ['POST /book', 'POST /book'], 'the create sent twice')
       const lines = logLines(service, 0)
       const refused = lines.find(({ msg }) => msg.includes('over MAX_CONNECTIONS_PER_ADDRESS'))!
