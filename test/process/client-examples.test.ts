@@ -254,8 +254,8 @@ t.test('each example: a round, and a token that expired; the generated types', {
   })
 })
 
-t.test('each example: answered 429 with Retry-After, waits and goes on', { skip: STORE_INDEPENDENT, jobs: 3 }, async (t) => {
-  // Three services at once, one per example: each wait is 5 s. Two connections per address: the
+t.test('each example: answered 429 with Retry-After, waits and goes on; gives up after 3 tries', { skip: STORE_INDEPENDENT, jobs: 4 }, async (t) => {
+  // Four services at once, one per example and one for all three giving up: each wait is 5 s. Two connections per address: the
   // test holds both; once the client is refused it lets them go. (With one, a Python request
   // could still find the previous connection counted: urllib opens one per request, and the
   // service counts a connection until it has seen it close.)
@@ -279,4 +279,21 @@ t.test('each example: answered 429 with Retry-After, waits and goes on', { skip:
       t.match(run.log, [/^POST \/book: 429 Too many connections from this address, waiting 5 s \(attempt 1 of 3\)$/], 'and the client says why')
     })
   }
+
+  t.test('refused on every try, each example gives up after 3 tries, with the answer', async (t) => {
+    const { service } = await setUp(t, { MAX_CONNECTIONS_PER_ADDRESS: '2' })
+    await hold(t, service)
+    await hold(t, service)
+    await Promise.all(EXAMPLES_TO_RUN.map(async (example) => {
+      const proxy = await TcpProxy.start(t, service.port)
+      proxy.recordSent = true
+      const started = performance.now()
+      const run = await example.run(t, `http://127.0.0.1:${proxy.port}`, freshToken())
+      const elapsed = Math.round(performance.now() - started)
+      t.match(run.failure, /Too many connections from this address/, `${example.name}: failed with the service's answer`)
+      t.strictSame(requestsIn(proxy.sent).map(({ line }) => line), ['POST /book', 'POST /book', 'POST /book'], `${example.name}: after 3 tries`)
+      t.match(run.log, [/attempt 1 of 3\)$/, /attempt 2 of 3\)$/], `${example.name}: having waited twice`)
+      t.ok(elapsed >= 9900, `${example.name}: 5 s each time (${elapsed} ms in all)`)
+    }))
+  })
 })
