@@ -1,8 +1,9 @@
 /**
  * A TCP proxy between the service and PostgreSQL, to break the network under a running service
  * with real sockets: `cut()` (connections reset, new ones refused), `blackhole()` (every byte
- * swallowed, nothing refused), `restore()`, and `retarget()` (to another server). Everything it
- * opened is closed when the test ends.
+ * swallowed, nothing refused), `restore()`, and `retarget()` (to another server). Between a
+ * client and the service, `sent` shows what clients wrote on the wire (with `recordSent` on). Everything it opened
+ * is closed when the test ends.
  */
 import { connect, createServer, type Server, type Socket } from 'node:net'
 import type { Test } from 'tap'
@@ -32,6 +33,9 @@ export class TcpProxy {
   readonly #links = new Set<Link>()
   readonly #sockets = new Set<Socket>()
   readonly #server: Server
+  /** Whether to keep what clients send, for `sent` (off: a proxy in front of PostgreSQL would hoard it) */
+  recordSent = false
+  readonly #sent: Buffer[] = []
 
   private constructor (readonly port: number, readonly targetHost: string, public targetPort: number, server: Server) {
     this.#server = server
@@ -52,6 +56,11 @@ export class TcpProxy {
   /** Sockets the proxy opened or accepted that are not closed yet, on either side. */
   get openSockets (): number {
     return this.#sockets.size
+  }
+
+  /** Every byte the proxy's clients sent and it forwarded while `recordSent` was on, as Latin-1 text. */
+  get sent (): string {
+    return Buffer.concat(this.#sent).toString('latin1')
   }
 
   get listening (): boolean {
@@ -158,6 +167,7 @@ export class TcpProxy {
         this.#swallow(link, chunk)
         return
       }
+      if (this.recordSent && from === link.downstream) this.#sent.push(chunk)
       if (!to.write(chunk)) {
         from.pause()
         to.once('drain', () => { if (!from.destroyed) from.resume() })

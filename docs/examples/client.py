@@ -1,0 +1,143 @@
+"""A client of the bookkeeping API with nothing but Python's standard library (3.8+).
+
+See docs/clients.md. Every method returns the `data` of the envelope, or raises ApiError.
+- The token goes in `Authorization` bare, as POST /token returned it (never `Bearer ...`).
+- `401 Invalid token` (the token expired): log in again, once, and repeat the call.
+- `429` or `503` with `Retry-After`: wait that long and repeat, at most `max_attempts` tries in
+  all; a wait over `max_wait_seconds` is not waited, the answer is raised instead.
+- A create carries an `Idempotency-Key`, the same on every repeat: it is stored once.
+
+Run as a script, it logs in and does one round of create, list, read, update and delete:
+  BOOKKEEPING_URL=http://localhost:8080 BOOKKEEPING_USERNAME=admin BOOKKEEPING_PASSWORD=change-me \\
+    python3 docs/examples/client.py
+"""
+import email.utils
+import json
+import math
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+
+class ApiError(Exception):
+    """An answer other than a success: its status, its envelope's message, its X-Request-Id."""
+
+    def __init__(self, status, message, request_id):
+        super().__init__(f"{status} {message} (request {request_id})")
+        self.status = status
+        self.message = message
+        self.request_id = request_id
+
+
+class BookkeepingClient:
+    def __init__(self, base_url, username, password, token=None,
+                 max_attempts=3, max_wait_seconds=60, log=lambda line: None):
+        self.base_url = base_url.rstrip("/")
+        self.username = username
+        self.password = password
+        self.token = token
+        self.max_attempts = max_attempts
+        self.max_wait_seconds = max_wait_seconds
+        self.log = log
+
+    def login(self):
+        data = self._send("POST", "/token", {"username": self.username, "password": self.password})
+        self.token = data["token"]
+        return self.token
+
+    def create_book(self, book, idempotency_key=None):
+        """`idempotency_key`: pass your own to repeat a create yourself (after a network error)."""
+        key = idempotency_key or str(uuid.uuid4())
+        # A Structured Field string: the key in double quotes
+        return self._authorized("POST", "/book", book, {"Idempotency-Key": f'"{key}"'})
+
+    def list_books(self):
+        return self._authorized("GET", "/books")
+
+    def get_book(self, book_id):
+        return self._authorized("GET", f"/book/{book_id}")
+
+    def update_book(self, book_id, changes):
+        return self._authorized("PUT", f"/book/{book_id}", changes)
+
+    def delete_book(self, book_id):
+        return self._authorized("DELETE", f"/book/{book_id}")
+
+    def _authorized(self, method, path, body=None, headers=None):
+        headers = dict(headers or {})
+        if self.token is None:
+            self.login()
+        try:
+            return self._send(method, path, body, {**headers, "Authorization": self.token})
+        except ApiError as err:
+            if err.status != 401 or err.message != "Invalid token":
+                raise
+            self.log(f"{method} {path}: 401 Invalid token, logging in again")
+            self.login()
+            return self._send(method, path, body, {**headers, "Authorization": self.token})
+
+    def _send(self, method, path, body=None, headers=None):
+        headers = dict(headers or {})
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        for attempt in range(1, self.max_attempts + 1):
+            request = urllib.request.Request(self.base_url + path, data=data, headers=headers, method=method)
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    return json.load(response)["data"]
+            except urllib.error.HTTPError as answer:
+                # Not every answer is ours: a proxy in front may answer with a page of its own
+                try:
+                    message = json.load(answer)["message"]
+                except (ValueError, KeyError, TypeError):
+                    message = f"HTTP {answer.code}"
+                wait = retry_after_seconds(answer.headers.get("Retry-After"))
+                if (answer.code in (429, 503) and wait is not None
+                        and wait <= self.max_wait_seconds and attempt < self.max_attempts):
+                    self.log(f"{method} {path}: {answer.code} {message}, waiting {wait} s "
+                             f"(attempt {attempt} of {self.max_attempts})")
+                    time.sleep(wait)
+                    continue
+                raise ApiError(answer.code, message, answer.headers.get("X-Request-Id")) from None
+
+
+def retry_after_seconds(value):
+    """`Retry-After` in seconds (it may also be an HTTP date), or None without one."""
+    if value is None:
+        return None
+    if value.isdigit():
+        return int(value)
+    try:
+        return max(0, math.ceil(email.utils.parsedate_to_datetime(value).timestamp() - time.time()))
+    except (TypeError, ValueError):
+        return None
+
+
+def main(env):
+    client = BookkeepingClient(
+        env.get("BOOKKEEPING_URL", "http://localhost:8080"),
+        env.get("BOOKKEEPING_USERNAME"),
+        env.get("BOOKKEEPING_PASSWORD"),
+        # A token kept from earlier, if any; an expired one is replaced at the first call
+        token=env.get("BOOKKEEPING_TOKEN") or None,
+        log=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    created = client.create_book({"title": "Dune", "author": "Frank Herbert", "year": 1965})
+    print("created", json.dumps(created), flush=True)
+    print("listed", json.dumps(client.list_books()), flush=True)
+    print("read", json.dumps(client.get_book(created["id"])), flush=True)
+    print("updated", json.dumps(client.update_book(created["id"], {"year": 1966})), flush=True)
+    print("deleted", json.dumps(client.delete_book(created["id"])), flush=True)
+
+
+if __name__ == "__main__":
+    try:
+        main(os.environ)
+    except ApiError as err:
+        print(err, file=sys.stderr)
+        sys.exit(1)

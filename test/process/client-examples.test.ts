@@ -1,0 +1,299 @@
+/**
+ * The client examples of docs/clients.md (docs/examples/), run against the real service so they
+ * cannot rot: the JavaScript one (`node client.mjs`) and the Python one (`python3 client.py`) as
+ * the processes a reader would start, the typed one (typed-client.ts) imported. Each does its
+ * round of create, list, read, update and delete; starting with a token that has expired, it logs
+ * in again; answered 429 with `Retry-After: 5` (the service's bound on connections per address,
+ * held full by this test), it waits 5 s and goes on. Between client and service a TCP proxy
+ * shows the requests on the wire: the bare token, the Idempotency-Key, the same on a repeat.
+ * The generated types must be what `npm run client:types` makes of the service's document now.
+ */
+import { spawn, spawnSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { connect, type Socket } from 'node:net'
+import { join } from 'node:path'
+import type pg from 'pg'
+import t, { type Test } from 'tap'
+import { createBookkeepingClient, exampleRound } from '../../docs/examples/typed-client.js'
+import { PROJECT_ROOT } from '../../src/project-root.js'
+import { PASSWORD, USERNAME, testEnv } from '../helper.js'
+import { createDatabase, pgClient, STORE_INDEPENDENT } from '../helpers/database.js'
+import { type Service, startService, temporaryDirectory } from '../helpers/service.js'
+import { mint, nowSeconds } from '../helpers/tokens.js'
+import { TcpProxy } from '../helpers/tcp-proxy.js'
+import { withTimeout } from '../helpers/wait.js'
+
+t.setTimeout(60_000)
+
+const EXAMPLES = join(PROJECT_ROOT, 'docs', 'examples')
+const BOOK = { title: 'Dune', author: 'Frank Herbert', year: 1965 }
+const STEPS = ['created', 'listed', 'read', 'updated', 'deleted'] as const
+/** How long one run of an example may take: a wait of 5 s and a few requests */
+const RUN_TIMEOUT = 20_000
+
+interface Run {
+  /** What each step answered, by step name */
+  steps: Record<string, unknown>
+  /** The lines the client logged about its repeats (stderr for the scripts) */
+  log: string[]
+  /** What went wrong, if the run failed */
+  failure: string | null
+}
+
+interface Example {
+  name: string
+  run: (t: Test, url: string, token?: string) => Promise<Run>
+}
+
+/** An example run as a script, as docs/clients.md tells a reader to run it. */
+function script (name: string, command: string, file: string): Example {
+  return {
+    name,
+    run: (t, url, token) => new Promise((resolve, reject) => {
+      const child = spawn(command, [join(EXAMPLES, file)], {
+        env: {
+          PATH: process.env.PATH ?? '/usr/bin:/bin',
+          HOME: process.env.HOME ?? '/tmp',
+          BOOKKEEPING_URL: url,
+          BOOKKEEPING_USERNAME: USERNAME,
+          BOOKKEEPING_PASSWORD: PASSWORD,
+          ...(token === undefined ? {} : { BOOKKEEPING_TOKEN: token })
+        },
+        stdio: ['ignore', 'pipe', 'pipe']
+      })
+      t.teardown(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL') })
+      let stdout = ''
+      let stderr = ''
+      child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })
+      child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk })
+      const timer = setTimeout(() => child.kill('SIGKILL'), RUN_TIMEOUT)
+      child.once('error', reject)
+      child.once('close', (code, signal) => {
+        clearTimeout(timer)
+        const steps: Record<string, unknown> = {}
+        for (const line of stdout.split('\n')) {
+          const match = /^(\w+) (.*)$/.exec(line)
+          if (match !== null) steps[match[1]!] = JSON.parse(match[2]!)
+        }
+        const log = stderr.split('\n').filter((line) => line !== '')
+        const failure = code === 0 ? null : `exit ${code ?? signal}\n${stdout}\n${stderr}`
+        resolve({ steps, log, failure })
+      })
+    })
+  }
+}
+
+const EXAMPLES_TO_RUN: Example[] = [
+  script('JavaScript (fetch)', process.execPath, 'client.mjs'),
+  script('Python (standard library)', 'python3', 'client.py'),
+  {
+    name: 'typed (openapi-fetch)',
+    run: async (_t, url, token) => {
+      const log: string[] = []
+      const api = createBookkeepingClient({ baseUrl: url, username: USERNAME, password: PASSWORD, token, log: (line) => log.push(line) })
+      try {
+        const steps = await withTimeout(exampleRound(api), RUN_TIMEOUT, 'the typed round')
+        return { steps, log, failure: null }
+      } catch (err) {
+        return { steps: {}, log, failure: String((err as Error).stack) }
+      }
+    }
+  }
+]
+
+/** A token signed with the service's secret that expired a minute ago. */
+const expiredToken = () => mint({ payload: { exp: nowSeconds() - 60 } })
+/** A valid token as the service would issue it, made without asking it (no connection). */
+const freshToken = () => mint({ payload: { exp: nowSeconds() + 900 } })
+
+/** A service, the proxy in front of it, and its database seen from the test. */
+async function setUp (t: Test, env: Record<string, string> = {}) {
+  const dbUrl = await createDatabase(t)
+  const service = await startService(t, { ...testEnv(dbUrl), ...env })
+  const proxy = await TcpProxy.start(t, service.port)
+  proxy.recordSent = true
+  const db = await pgClient(t, dbUrl)
+  return { service, proxy, db, url: `http://127.0.0.1:${proxy.port}` }
+}
+
+interface WireRequest {
+  line: string
+  headers: Map<string, string>
+}
+
+/**
+ * The requests in what clients sent, one after the other (each with a Content-Length body or
+ * none: the examples send no chunked bodies).
+ */
+function requestsIn (sent: string): WireRequest[] {
+  const requests: WireRequest[] = []
+  let offset = 0
+  while (offset < sent.length) {
+    const end = sent.indexOf('\r\n\r\n', offset)
+    if (end === -1) throw new Error(`an incomplete request on the wire: ${JSON.stringify(sent.slice(offset, offset + 200))}`)
+    const [requestLine = '', ...fields] = sent.slice(offset, end).split('\r\n')
+    const headers = new Map(fields.map((field) => {
+      const colon = field.indexOf(':')
+      return [field.slice(0, colon).toLowerCase(), field.slice(colon + 1).trim()]
+    }))
+    requests.push({ line: requestLine.replace(/ HTTP\/1\.1$/, ''), headers })
+    offset = end + 4 + Number(headers.get('content-length') ?? 0)
+  }
+  return requests
+}
+
+/**
+ * `METHOD path status` of each request line the service logged after `offset` in its output, once
+ * it has logged the round's last call (a line is written as its answer goes out: the client may
+ * have it, and have exited, a moment before the test reads the line).
+ */
+async function requestLines (service: Service, offset: number): Promise<string[]> {
+  await service.waitFor(() => service.stdout.slice(offset).includes('"method":"DELETE"'), 5000, 'the request line of the delete')
+  return service.stdout.slice(offset).split('\n').filter((line) => line.includes('"msg":"request"'))
+    .map((line) => JSON.parse(line) as { method: string, url: string, statusCode: number })
+    .filter(({ url }) => !url.startsWith('/health'))
+    .map(({ method, url, statusCode }) => `${method} ${url} ${statusCode}`)
+}
+
+/** The log lines of the service after `offset`, parsed. */
+function logLines (service: Service, offset: number): Array<{ time: number, msg: string, method?: string, url?: string, statusCode?: number }> {
+  return service.stdout.slice(offset).split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line))
+}
+
+/**
+ * The round answered as the service stores books, with the bare token and an Idempotency-Key on
+ * the wire; the book stored once (its key names it, and after the delete no book is left). False
+ * when the example failed: nothing else about its run is worth checking then.
+ */
+async function checkRound (t: Test, run: Run, db: pg.Client, sent: WireRequest[]): Promise<boolean> {
+  if (!t.equal(run.failure, null, 'the example ran to its end')) return false
+  t.strictSame(Object.keys(run.steps), [...STEPS], 'every step answered')
+  const created = run.steps.created as { id: number }
+  t.match(created, { ...BOOK, id: Number }, 'created: the book with its new id')
+  t.ok((run.steps.listed as unknown[]).some((book) => JSON.stringify(book) === JSON.stringify(created)), 'listed: it is in the list')
+  t.strictSame(run.steps.read, created, 'read: the book as created')
+  t.strictSame(run.steps.updated, { ...created, year: 1966 }, 'updated: the new year, the rest kept')
+  t.equal(run.steps.deleted, null, 'deleted: data null')
+
+  for (const request of sent.filter(({ line }) => line !== 'POST /token')) {
+    t.match(request.headers.get('authorization'), /^[\w-]+\.[\w-]+\.[\w-]+$/, `${request.line}: the bare token in Authorization`)
+  }
+  const keys = sent.filter(({ line }) => line === 'POST /book').map(({ headers }) => headers.get('idempotency-key'))
+  t.match(keys[0], /^"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"$/, 'the create carries a random UUID as a quoted Idempotency-Key')
+  t.strictSame(new Set(keys).size, 1, `every repeat of the create carries the same key (${keys.length} sent)`)
+  const { rows } = await db.query<{ id: string }>('SELECT book_id::text AS id FROM idempotency_keys WHERE key = $1', [keys[0]?.slice(1, -1)])
+  t.strictSame(rows, [{ id: String(created.id) }], 'the key is stored once, naming the book created')
+  // Each round deletes the book it created: any other would be a second copy
+  const { rows: left } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM books')
+  t.equal(left[0]!.n, 0, 'the book is gone, and no second copy of it was stored')
+  return true
+}
+
+/** A keep-alive connection from this address that has had its answer and stays open. */
+function hold (t: Test, service: Service): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ port: service.port, host: '127.0.0.1' })
+    t.teardown(() => socket.destroy())
+    let received = ''
+    socket.setEncoding('latin1')
+    socket.once('error', reject)
+    socket.on('data', (chunk: string) => {
+      received += chunk
+      if (!received.includes('\r\n\r\n')) return
+      if (received.startsWith('HTTP/1.1 200 ')) resolve(socket)
+      else reject(new Error(`the held connection was answered ${received.slice(0, 40)}`))
+    })
+    socket.write('GET /health/live HTTP/1.1\r\nHost: localhost\r\n\r\n')
+  })
+}
+
+t.test('each example: a round, and a token that expired; the generated types', { skip: STORE_INDEPENDENT }, async (t) => {
+  const { service, proxy, db, url } = await setUp(t)
+  for (const example of EXAMPLES_TO_RUN) {
+    t.test(`${example.name}: logs in, creates, lists, reads, updates, deletes`, async (t) => {
+      const sentFrom = proxy.sent.length
+      const logFrom = service.stdout.length
+      const run = await example.run(t, url)
+      const sent = requestsIn(proxy.sent.slice(sentFrom))
+      if (!await checkRound(t, run, db, sent)) return
+      t.strictSame(await requestLines(service, logFrom),
+        ['POST /token 200', 'POST /book 201', 'GET /books 200', 'GET /book/:id 200', 'PUT /book/:id 200', 'DELETE /book/:id 200'].map((line) => line.replace(':id', String((run.steps.created as { id: number }).id))),
+        'one login, then each call once')
+      t.strictSame(run.log, [], 'nothing repeated')
+    })
+
+    t.test(`${example.name}: given a token that expired, logs in again once and repeats the call`, async (t) => {
+      const sentFrom = proxy.sent.length
+      const logFrom = service.stdout.length
+      const run = await example.run(t, url, expiredToken())
+      const sent = requestsIn(proxy.sent.slice(sentFrom))
+      if (!await checkRound(t, run, db, sent)) return
+      t.strictSame((await requestLines(service, logFrom)).slice(0, 3), ['POST /book 401', 'POST /token 200', 'POST /book 201'],
+        'the create refused 401, a login, the same create again')
+      t.strictSame(sent.slice(0, 3).map(({ line }) => line), ['POST /book', 'POST /token', 'POST /book'], 'so on the wire too')
+      t.not(sent[0]?.headers.get('authorization'), sent[2]?.headers.get('authorization'), 'the repeat carries the new token')
+      t.match(run.log, [/^POST \/book: 401 Invalid token, logging in again$/], 'and the client says why')
+    })
+  }
+
+  t.test('the committed client types are what npm run client:types makes of the service now', async (t) => {
+    const committed = join(EXAMPLES, 'bookkeeping-api.d.ts')
+    const script = (JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['client:types']!
+    const output = join(temporaryDirectory(t), 'bookkeeping-api.d.ts')
+    const command = script.replace('docs/examples/bookkeeping-api.d.ts', output)
+    t.not(command, script, 'the script writes docs/examples/bookkeeping-api.d.ts')
+    const result = spawnSync('/bin/sh', ['-c', command], {
+      cwd: PROJECT_ROOT,
+      env: { PATH: `${join(PROJECT_ROOT, 'node_modules/.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`, HOME: process.env.HOME ?? '/tmp', BOOKKEEPING_URL: service.url },
+      encoding: 'utf8',
+      timeout: 30_000
+    })
+    t.equal(result.status, 0, `the generator ran\n${result.stderr}`)
+    t.ok(readFileSync(output, 'utf8') === readFileSync(committed, 'utf8'),
+      'docs/examples/bookkeeping-api.d.ts is up to date (if not: npm run dev, then npm run client:types, and commit it)')
+  })
+})
+
+t.test('each example: answered 429 with Retry-After, waits and goes on; gives up after 3 tries', { skip: STORE_INDEPENDENT, jobs: 4 }, async (t) => {
+  // Four services at once, one per example and one for all three giving up: each wait is 5 s. Two connections per address: the
+  // test holds both; once the client is refused it lets them go. (With one, a Python request
+  // could still find the previous connection counted: urllib opens one per request, and the
+  // service counts a connection until it has seen it close.)
+  for (const example of EXAMPLES_TO_RUN) {
+    t.test(example.name, async (t) => {
+      const { service, proxy, db, url } = await setUp(t, { MAX_CONNECTIONS_PER_ADDRESS: '2' })
+      const held = [await hold(t, service), await hold(t, service)]
+      const running = example.run(t, url, freshToken())
+      await service.waitFor(() => service.stdout.includes('over MAX_CONNECTIONS_PER_ADDRESS'), 10_000, 'the client refused')
+      for (const socket of held) socket.destroy()
+      const run = await running
+      const sent = requestsIn(proxy.sent)
+      if (!await checkRound(t, run, db, sent)) return
+      t.strictSame(sent.slice(0, 2).map(({ line }) => line), ['POST /book', 'POST /book'], 'the create sent twice')
+      const lines = logLines(service, 0)
+      const refused = lines.find(({ msg }) => msg.includes('over MAX_CONNECTIONS_PER_ADDRESS'))!
+      const created = lines.find(({ method, url, statusCode }) => method === 'POST' && url === '/book' && statusCode === 201)
+      const waited = (created?.time ?? 0) - refused.time
+      t.comment(`created ${waited} ms after it was refused`)
+      t.ok(waited >= 4900, `the create was repeated only after Retry-After's 5 s (${waited} ms)`)
+      t.match(run.log, [/^POST \/book: 429 Too many connections from this address, waiting 5 s \(attempt 1 of 3\)$/], 'and the client says why')
+    })
+  }
+
+  t.test('refused on every try, each example gives up after 3 tries, with the answer', async (t) => {
+    const { service } = await setUp(t, { MAX_CONNECTIONS_PER_ADDRESS: '2' })
+    await hold(t, service)
+    await hold(t, service)
+    await Promise.all(EXAMPLES_TO_RUN.map(async (example) => {
+      const proxy = await TcpProxy.start(t, service.port)
+      proxy.recordSent = true
+      const started = performance.now()
+      const run = await example.run(t, `http://127.0.0.1:${proxy.port}`, freshToken())
+      const elapsed = Math.round(performance.now() - started)
+      t.match(run.failure, /Too many connections from this address/, `${example.name}: failed with the service's answer`)
+      t.strictSame(requestsIn(proxy.sent).map(({ line }) => line), ['POST /book', 'POST /book', 'POST /book'], `${example.name}: after 3 tries`)
+      t.match(run.log, [/attempt 1 of 3\)$/, /attempt 2 of 3\)$/], `${example.name}: having waited twice`)
+      t.ok(elapsed >= 9900, `${example.name}: 5 s each time (${elapsed} ms in all)`)
+    }))
+  })
+})
