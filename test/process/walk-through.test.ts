@@ -91,7 +91,7 @@ t.test('the login step says why it got no token, in one line', { skip: STORE_IND
   await service.listening(60_000)
   const showToken = { command: 'printf "TOKEN=[%s]" "$TOKEN"' }
 
-  const wrong = await bash([`BASE=${service.url}`, `LOGIN='{"username":"dev","password":"wrong"}'`], [login!, showToken])
+  const wrong = await bash([`BASE=${service.url}`, 'LOGIN=\'{"username":"dev","password":"wrong"}\''], [login!, showToken])
   t.equal(wrong.stderr, 'No token: Invalid credentials\n', 'a wrong password: the service\'s message')
   t.equal(wrong.outputs[1], 'TOKEN=[]', 'and no token')
 
