@@ -109,9 +109,11 @@ export default fp(async function adminListener (fastify) {
       for (const listener of fastify.server.listeners(event)) server.on(event, listener as (...args: unknown[]) => void)
     }
     await new Promise<void>((resolve, reject) => {
-      server.once('error', (err) => reject(new Error(describeListenError(err, 'ADMIN_PORT', 'ADMIN_HOST') ?? err.message, { cause: err })))
+      // In words naming ADMIN_PORT and ADMIN_HOST: a start-up failure is one line (src/start-failure.ts)
+      const failed = (err: Error) => reject(new Error(describeListenError(err, 'ADMIN_PORT', 'ADMIN_HOST') ?? err.message, { cause: err }))
+      server.once('error', failed)
       server.listen(port, config.ADMIN_HOST, () => {
-        server.off('error', reject)
+        server.off('error', failed)
         resolve()
       })
     })
