@@ -1,25 +1,34 @@
-import { readFile } from 'node:fs/promises'
+import { openAsBlob } from 'node:fs'
 import { parentPort, workerData } from 'node:worker_threads'
 import { PGlite } from '@electric-sql/pglite'
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket'
+import { pgliteOptions, setWasmTieringBudget } from './embedded-settings.js'
 
 /**
  * The worker thread of the embedded store (src/db/embedded.ts): PGlite, and pglite-socket
  * serving it on a loopback port. PGlite runs queries in the thread that calls it; here that
  * thread is not the one answering HTTP, so a long listing page does not stall the service.
  *
- * workerData: `{ dataDir, template? }`: a directory or `memory://`, and a data directory dumped
- * by `dumpTemplate` to start from instead of creating a new cluster (seconds faster). Posts `{ port }` once listening,
- * `{ error }` if it could not start; on the message 'stop' it closes the server and the
- * database (flushing it to disk) and posts 'stopped'.
+ * It never creates a cluster (src/db/embedded-create.ts does, in a process of its own): the
+ * directory holds one already, or `clusterFile` is a data directory as a tar (a new cluster, or
+ * a template written by `dump()`) to start from. Posts `{ port }` once listening, `{ error }` if
+ * it could not start; on the message 'dump' posts the data directory as a tar (`{ dump }`); on
+ * 'stop' it closes the server and the database (flushing it to disk) and posts 'stopped'.
  */
-const { dataDir, template } = workerData as { dataDir: string, template?: string }
+export interface EmbeddedWorkerData {
+  /** A directory, or `memory://`. */
+  dataDir: string
+  clusterFile?: string
+}
+
+const { dataDir, clusterFile } = workerData as EmbeddedWorkerData
 const port = parentPort!
 
 async function main () {
-  const db = template === undefined
-    ? await PGlite.create(dataDir)
-    : await PGlite.create(dataDir, { loadDataDir: new Blob([await readFile(template)]) })
+  setWasmTieringBudget()
+  // A Blob backed by the file: PGlite reads it once, into the in-memory file system
+  const loadDataDir = clusterFile === undefined ? undefined : await openAsBlob(clusterFile)
+  const db = await PGlite.create(dataDir, { ...pgliteOptions(PGlite.defaultStartParams), loadDataDir })
   // Enough for the service's pool (one connection, see plugins/external/postgres.ts), its
   // health checks and a few tools; pglite-socket runs them one query at a time
   const server = new PGLiteSocketServer({ db, host: '127.0.0.1', port: 0, maxConnections: 16 })

@@ -1,5 +1,10 @@
+import { fork } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { Worker } from 'node:worker_threads'
+import { WASM_TIERING_BUDGET_FLAG } from './embedded-settings.js'
+import type { EmbeddedWorkerData } from './embedded-worker.js'
 
 /** What DB_URL names when the store is PGlite: `pglite:memory` or `pglite:<directory>`. */
 export const EMBEDDED_PREFIX = 'pglite:'
@@ -14,15 +19,15 @@ export interface EmbeddedStore {
 }
 
 /**
- * Compiled, this module sits beside embedded-worker.js. Run as TypeScript (the tests), it uses
- * the compiled worker too (`npm test` builds first): a worker that loaded TypeScript would
- * take over a second longer to start, for every database the tests create.
+ * The compiled file `name` of src/db/ (the worker, the creating process). Compiled, this module
+ * sits beside it. Run as TypeScript (the tests), it uses the compiled one too (`npm test` builds first): a worker or process that
+ * loaded TypeScript would take over a second longer to start, for every database the tests
+ * create.
  */
-function workerFile (): string {
-  const root = path.resolve(__dirname, '..', '..')
+function compiled (name: string): string {
   return __filename.endsWith('.js')
-    ? path.join(__dirname, 'embedded-worker.js')
-    : path.join(root, 'dist', 'src', 'db', 'embedded-worker.js')
+    ? path.join(__dirname, name)
+    : path.join(path.resolve(__dirname, '..', '..'), 'dist', 'src', 'db', name)
 }
 
 export function isEmbedded (dbUrl: string): boolean {
@@ -30,18 +35,12 @@ export function isEmbedded (dbUrl: string): boolean {
 }
 
 /**
- * Starts PGlite (PostgreSQL compiled to WebAssembly) in a worker thread, served on a loopback
- * port, so the service reaches it like any PostgreSQL server: same driver, same SQL, same
- * migrations. `location` is `memory` (nothing kept) or a directory, created if missing;
- * `template`, a file written from `dump()`, starts it with that content instead of empty.
+ * The worker's first message, or `{ error }`: the worker's own, or its 'error' event, or its exit
+ * before it said anything.
  */
-export async function startEmbedded (
-  location: string, onFailure: (err: Error) => void, { template }: { template?: string } = {}
-): Promise<EmbeddedStore> {
-  const dataDir = location === 'memory' ? 'memory://' : path.resolve(location)
-  const worker = new Worker(workerFile(), { workerData: { dataDir, template }, execArgv: [] })
-  const started = await new Promise<{ port?: number, error?: string }>((resolve) => {
-    const settle = (outcome: { port?: number, error?: string }) => {
+function firstMessage<T> (worker: Worker): Promise<T | { error: string }> {
+  return new Promise((resolve) => {
+    const settle = (outcome: T | { error: string }) => {
       // Only these: Worker keeps listeners of its own
       worker.off('message', settle).off('error', failed).off('exit', exited)
       resolve(outcome)
@@ -50,13 +49,71 @@ export async function startEmbedded (
     const exited = (code: number) => settle({ error: `the worker exited (${code})` })
     worker.on('message', settle).on('error', failed).on('exit', exited)
   })
+}
+
+/**
+ * Creates a new cluster in a process of its own (src/db/embedded-create.ts), which gives back
+ * the memory initdb took when it ends: in the directory, or for `memory://` as a tar in `file`.
+ */
+async function createCluster (dataDir: string, file?: string): Promise<void> {
+  const child = fork(compiled('embedded-create.js'), file === undefined ? [dataDir] : [dataDir, file], {
+    // Faster too: initdb's functions are not recompiled while it runs (1.9 s against 2.3)
+    execArgv: [WASM_TIERING_BUDGET_FLAG],
+    // What went wrong comes as a message: a failed start-up is one line on stderr
+    stdio: ['ignore', 'ignore', 'ignore', 'ipc']
+  })
+  let failure: string | undefined
+  child.on('message', (message: { error: string }) => { failure = message.error })
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
+    child.once('error', reject).once('exit', (code, signal) => resolve([code, signal]))
+  })
+  if (failure !== undefined) throw new Error(failure)
+  if (code !== 0) throw new Error(`creating the cluster ended with ${signal ?? `exit code ${code}`}`)
+}
+
+/** Whether `dataDir` holds a cluster, as PGlite itself tells. */
+function hasCluster (dataDir: string): boolean {
+  return fs.existsSync(path.join(dataDir, 'PG_VERSION'))
+}
+
+/**
+ * Starts PGlite (PostgreSQL compiled to WebAssembly) in a worker thread, served on a loopback
+ * port, so the service reaches it like any PostgreSQL server: same driver, same SQL, same
+ * migrations. `location` is `memory` (nothing kept) or a directory, created if missing;
+ * `template`, a file written from `dump()`, starts it with that content instead of empty.
+ * A new cluster is created first, by a process of its own (`createCluster`); for `memory` it
+ * comes as a tar in a temporary directory, removed once the worker has read it.
+ */
+export async function startEmbedded (
+  location: string, onFailure: (err: Error) => void, { template }: { template?: string } = {}
+): Promise<EmbeddedStore> {
+  const dataDir = location === 'memory' ? 'memory://' : path.resolve(location)
+  const cannotStart = (reason: string) => new Error(`cannot start the embedded database in ${dataDir}: ${reason}`)
+  let clusterFile = template
+  let scratch: string | undefined
+  try {
+    if (template === undefined && dataDir === 'memory://') {
+      scratch = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'bookkeeping-pglite-'))
+      clusterFile = path.join(scratch, 'cluster.tar')
+      await createCluster(dataDir, clusterFile)
+    } else if (template === undefined && !hasCluster(dataDir)) {
+      await createCluster(dataDir)
+    }
+  } catch (err) {
+    if (scratch !== undefined) await fs.promises.rm(scratch, { recursive: true, force: true })
+    throw cannotStart((err as Error).message)
+  }
+  const data: EmbeddedWorkerData = { dataDir, clusterFile }
+  const worker = new Worker(compiled('embedded-worker.js'), { workerData: data, execArgv: [] })
+  const started = await firstMessage<{ port: number }>(worker)
+  if (scratch !== undefined) await fs.promises.rm(scratch, { recursive: true, force: true })
+  if ('error' in started) {
+    await worker.terminate()
+    throw cannotStart(started.error)
+  }
   // A worker that fails later takes the store with it: queries then fail (503) and readiness
   // says so; an unheard 'error' event would end the whole process instead
   worker.on('error', onFailure)
-  if (started.error !== undefined || started.port === undefined) {
-    await worker.terminate()
-    throw new Error(`cannot start the embedded database in ${dataDir}: ${started.error}`)
-  }
   return {
     url: `postgres://postgres@127.0.0.1:${started.port}/postgres`,
     dump () {

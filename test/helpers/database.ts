@@ -3,13 +3,14 @@
  * PGlite of its own, and what tests do to it from outside the service.
  */
 import { spawnSync } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
 import type { Test } from 'tap'
 import { startEmbedded } from '../../src/db/embedded.js'
+import { INITDB_ARGS } from '../../src/db/embedded-settings.js'
 import { startPgbouncer } from '../../src/topology/pgbouncer.js'
 import { waitUntil, withTimeout } from './wait.js'
 
@@ -56,11 +57,13 @@ export const STORE_INDEPENDENT = STORE === 'pglite' && 'does not depend on the s
 
 /**
  * An empty PGlite cluster, dumped by the first store the tests start: loading it takes a
- * fraction of the seconds that creating a cluster does. Keyed by PGlite's version.
+ * fraction of the seconds that creating a cluster does. Keyed by PGlite's version and by how
+ * src/db/embedded-settings.ts has initdb create a cluster.
  */
 const PGLITE_VERSION = (JSON.parse(fs.readFileSync(
   path.join(__dirname, '..', '..', 'node_modules', '@electric-sql', 'pglite', 'package.json'), 'utf8')) as { version: string }).version
-const PGLITE_TEMPLATE = path.join(os.tmpdir(), `bookkeeping-pglite-${PGLITE_VERSION}.tar`)
+const INITDB_KEY = createHash('sha256').update(INITDB_ARGS.join(' ')).digest('hex').slice(0, 8)
+const PGLITE_TEMPLATE = path.join(os.tmpdir(), `bookkeeping-pglite-${PGLITE_VERSION}-${INITDB_KEY}.tar`)
 
 /** `postgres://...` of a database named `name` on the admin URL's server. */
 function databaseUrl (name: string): string {

@@ -1,0 +1,31 @@
+import { writeFile } from 'node:fs/promises'
+import { PGlite } from '@electric-sql/pglite'
+import { pgliteOptions } from './embedded-settings.js'
+
+/**
+ * Creates a new cluster of the embedded store, in a process of its own that src/db/embedded.ts
+ * starts: `node embedded-create.js <directory>`, or `node embedded-create.js memory:// <file>`.
+ *
+ * Creating a cluster runs initdb, which takes the process to about 800 MiB: PGlite's
+ * WebAssembly memories (initdb's own PostgreSQL among them), which never shrink while they
+ * live, and the C heap, which keeps much of what is freed. Done by the worker that then served
+ * the store, most of it stayed for as long as the service ran (870 MiB idle); done by a worker
+ * thread that ended, still 330 MiB (the C heap is the process's). A process gives all of it
+ * back when it ends.
+ *
+ * For a directory it leaves the cluster there, shut down cleanly. For `memory://` it writes the
+ * cluster as a tar to `<file>`, for the serving worker to start from. Exits 0 once done; on
+ * failure it sends `{ error }` on the IPC channel `fork` gives it, and exits 1.
+ */
+async function create (dataDir: string, file: string | undefined) {
+  const db = await PGlite.create(dataDir, pgliteOptions(PGlite.defaultStartParams))
+  if (file !== undefined) await writeFile(file, Buffer.from(await (await db.dumpDataDir('none')).arrayBuffer()))
+  await db.close()
+}
+
+// The parent may be gone (killed while this ran): then there is no one to tell
+const done = () => { if (process.connected) process.disconnect() }
+create(process.argv[2]!, process.argv[3]).then(done, (err: Error) => {
+  process.exitCode = 1
+  if (process.connected) process.send!({ error: err.message }, done)
+})
