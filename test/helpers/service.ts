@@ -246,6 +246,15 @@ const SCRIPTS: { start: string, dev: string } = JSON.parse(readFileSync(join(PRO
 /** `npm start`'s own command line (its `prestart` build is `npm test`'s `pretest`). */
 const START_COMMAND = SCRIPTS.start
 
+/**
+ * `command` (by default `npm start`'s) run without tap's coverage hook. tap adds a loader to
+ * NODE_OPTIONS of every process a test spawns, which here cost the service about 30 MiB
+ * resident (a thread of its own): a test of the service's memory measures it as users run it.
+ */
+export function withoutTapHook (command = START_COMMAND): string {
+  return `unset NODE_OPTIONS; ${command}`
+}
+
 /** `npm run dev`'s own command line after its build (which `npm test`'s `pretest` has done). */
 export const DEV_COMMAND = SCRIPTS.dev.replace(/^npm run build && /, '')
 if (DEV_COMMAND === SCRIPTS.dev) throw new Error(`npm run dev does not start with its build: ${SCRIPTS.dev}`)

@@ -7,17 +7,21 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { PASSWORD, SECRET, USERNAME } from '../helper.js'
-import { type Service, spawnService, temporaryDirectory } from '../helpers/service.js'
+import { residentMiB, type Service, spawnService, temporaryDirectory, withoutTapHook } from '../helpers/service.js'
 import { sleep } from '../helpers/wait.js'
 
 // Creating a PGlite cluster takes seconds; these tests start several
 t.setTimeout(120_000)
 
 const BOOK = { title: 'Kindred', author: 'Octavia E. Butler', year: 1979 }
+/** The most the whole service may hold resident, idle, on `pglite:<directory>` (MiB). */
+const IDLE_RESIDENT_BOUND = 200
+/** Idle: this long after its first answer, with nothing asked of it since. */
+const IDLE_MS = 3000
 const CREDENTIALS = { SECRET_TOKEN: SECRET, AUTH_USERNAME: USERNAME, AUTH_PASSWORD: PASSWORD }
 
-async function started (t: Test, env: Record<string, string>): Promise<Service> {
-  const service = await spawnService(t, env)
+async function started (t: Test, env: Record<string, string>, command?: string): Promise<Service> {
+  const service = await spawnService(t, env, command)
   await service.listening(60_000)
   return service
 }
@@ -47,6 +51,20 @@ t.test('pglite:<directory> keeps the books across a restart, and after the pool 
   const updated = await second.request('PUT', '/book/1', { token: again, body: { year: 1980 } })
   t.equal(updated.status, 200, `and a write: ${updated.text}`)
   await stop(t, second)
+})
+
+t.test('pglite:<directory> holds under 200 MiB idle, after creating its cluster and after a restart', async (t) => {
+  const env = { ...CREDENTIALS, DB_URL: `pglite:${join(temporaryDirectory(t), 'db')}` }
+  // Creating the cluster took the process over 800 MiB, and it kept that; 350 MiB on a restart
+  for (const start of ['the first start, which created the cluster', 'a restart']) {
+    const service = await started(t, env, withoutTapHook())
+    t.equal((await service.request('GET', '/health/ready')).status, 200, `${start}: ready`)
+    // The duration under test: the service idle after its first answer
+    await sleep(IDLE_MS)
+    const resident = residentMiB(service.serverPid)
+    t.ok(resident < IDLE_RESIDENT_BOUND, `${start}: ${resident.toFixed(1)} MiB resident, idle (bound ${IDLE_RESIDENT_BOUND})`)
+    await stop(t, service)
+  }
 })
 
 t.test('pglite:memory works and keeps nothing', async (t) => {
