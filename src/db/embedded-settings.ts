@@ -3,10 +3,10 @@ import type { PGliteOptions } from '@electric-sql/pglite'
 
 /**
  * How the embedded store runs PGlite, for both the process that creates a cluster
- * (src/db/embedded-create.ts) and the worker that serves it (src/db/embedded-worker.ts). Every
- * figure here was measured with the whole service idle a few seconds after its first answer
- * (docs/operations.md, `npm run bench:embedded`). This module does not load PGlite itself: the
- * service's own thread imports it too, and has no use for PGlite's code.
+ * (src/db/embedded-create.ts) and the worker that serves it (src/db/embedded-worker.ts). The
+ * measurements behind each choice are in docs/operations.md (The embedded database). This
+ * module does not load PGlite itself: the service's own thread imports it too, and has no use
+ * for PGlite's code.
  */
 
 /**
@@ -39,7 +39,7 @@ export const POSTGRES_SETTINGS = [
 
 /**
  * initdb's arguments for a new cluster, on top of PGlite's: WAL segments of 1 MB instead of 16,
- * so a new cluster is 25 MB of files rather than 40 (a whole segment is written at once), which
+ * so a new cluster is 31 MB of files rather than 40 (a whole segment is written at once), which
  * `pglite:memory` holds in memory and the tests copy for every database.
  */
 export const INITDB_ARGS = ['--wal-segsize=1']
