@@ -3,6 +3,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { Worker } from 'node:worker_threads'
+import { lockDataDir } from './data-dir-lock.js'
 import { WASM_TIERING_BUDGET_FLAG } from './embedded-settings.js'
 import type { EmbeddedWorkerData } from './embedded-worker.js'
 
@@ -91,7 +92,10 @@ export async function startEmbedded (
   const cannotStart = (reason: string) => new Error(`cannot start the embedded database in ${dataDir}: ${reason}`)
   let clusterFile = template
   let scratch: string | undefined
+  // Released when the store stops, or fails to start
+  let release = () => {}
   try {
+    if (dataDir !== 'memory://') release = lockDataDir(dataDir)
     if (template === undefined && dataDir === 'memory://') {
       scratch = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'bookkeeping-pglite-'))
       clusterFile = path.join(scratch, 'cluster.tar')
@@ -101,6 +105,7 @@ export async function startEmbedded (
     }
   } catch (err) {
     if (scratch !== undefined) await fs.promises.rm(scratch, { recursive: true, force: true })
+    release()
     throw cannotStart((err as Error).message)
   }
   const data: EmbeddedWorkerData = { dataDir, clusterFile }
@@ -109,6 +114,7 @@ export async function startEmbedded (
   if (scratch !== undefined) await fs.promises.rm(scratch, { recursive: true, force: true })
   if ('error' in started) {
     await worker.terminate()
+    release()
     throw cannotStart(started.error)
   }
   // A worker that fails later takes the store with it: queries then fail (503) and readiness
@@ -133,6 +139,7 @@ export async function startEmbedded (
       worker.postMessage('stop')
       await stopped
       await worker.terminate()
+      release()
     }
   }
 }

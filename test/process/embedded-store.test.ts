@@ -3,11 +3,13 @@
  * (`npm run dev`, which uses it by default: test/process/dev.test.ts). Real processes; needs no
  * PostgreSQL server.
  */
-import { writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { PASSWORD, SECRET, USERNAME } from '../helper.js'
-import { residentMiB, type Service, spawnService, temporaryDirectory, withoutTapHook } from '../helpers/service.js'
+import {
+  expectStartupFailure, residentMiB, type Service, spawnService, temporaryDirectory, withoutTapHook
+} from '../helpers/service.js'
 import { sleep } from '../helpers/wait.js'
 
 // Creating a PGlite cluster takes seconds; these tests start several
@@ -97,4 +99,31 @@ t.test('a pglite: directory that cannot be created stops the start-up with one l
   t.strictSame(await service.waitForExit(60_000), { code: 1, signal: null }, 'exit 1')
   t.match(service.stderr.trim(), /^bookkeeping: start-up failed: cannot start the embedded database in \S+a-file\/db: .+$/, service.stderr)
   t.notMatch(service.stdout, /Server listening/, 'nothing listened')
+})
+
+t.test('one process at a time on a pglite: directory; a lock left by a killed one is taken over', async (t) => {
+  const dir = join(temporaryDirectory(t), 'db')
+  const lock = `${dir}.lock`
+  const env = { ...CREDENTIALS, DB_URL: `pglite:${dir}` }
+  const first = await started(t, env)
+  const token = await first.token()
+  t.equal((await first.request('POST', '/book', { token, body: BOOK })).status, 201)
+  t.equal(readFileSync(lock, 'utf8'), `${first.serverPid}\n`, 'the lock names the process')
+
+  // Two PostgreSQLs writing one directory would corrupt it: PGlite itself never checks
+  const escaped = dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+  await expectStartupFailure(t, env,
+    new RegExp(`^bookkeeping: start-up failed: cannot start the embedded database in ${escaped}: it is in use by process ${first.serverPid}; stop that process, or set DB_URL to another directory`),
+    { secrets: [SECRET, PASSWORD] })
+  t.equal((await first.request('GET', '/books', { token })).status, 200, 'the first one still serves')
+
+  first.child.kill('SIGKILL')
+  await first.waitForExit()
+  t.ok(existsSync(lock), 'precondition: a killed process leaves its lock behind')
+  const second = await started(t, env)
+  const listed = await second.request('GET', '/books', { token: await second.token() })
+  t.strictSame(listed.body, { status: 200, message: 'Books retrieved successfully', data: [{ id: 1, ...BOOK }] },
+    'the next start took the stale lock over, and the book is there')
+  await stop(t, second)
+  t.notOk(existsSync(lock), 'a clean stop removes the lock')
 })
