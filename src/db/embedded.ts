@@ -72,6 +72,26 @@ async function createCluster (dataDir: string, file?: string): Promise<void> {
   if (code !== 0) throw new Error(`creating the cluster ended with ${signal ?? `exit code ${code}`}`)
 }
 
+/**
+ * A new cluster in the directory `dataDir`, whole or not at all: created beside it and renamed
+ * into place, so a creation cut short (Ctrl-C in its first seconds) leaves no half-made cluster
+ * that the next start would take for one. The caller holds the directory's lock, so the
+ * `.partial` beside it is its own, or one left by a creation cut short.
+ */
+async function createDirectoryCluster (dataDir: string): Promise<void> {
+  const partial = `${dataDir}.partial`
+  await fs.promises.rm(partial, { recursive: true, force: true })
+  await createCluster(partial)
+  try {
+    // Onto a missing or empty directory only
+    await fs.promises.rename(partial, dataDir)
+  } catch (err) {
+    await fs.promises.rm(partial, { recursive: true, force: true })
+    if ((err as NodeJS.ErrnoException).code !== 'ENOTEMPTY') throw err
+    throw new Error('it holds files but no database; set DB_URL to a new or empty directory', { cause: err })
+  }
+}
+
 /** Whether `dataDir` holds a cluster, as PGlite itself tells. */
 function hasCluster (dataDir: string): boolean {
   return fs.existsSync(path.join(dataDir, 'PG_VERSION'))
@@ -101,7 +121,7 @@ export async function startEmbedded (
       clusterFile = path.join(scratch, 'cluster.tar')
       await createCluster(dataDir, clusterFile)
     } else if (template === undefined && !hasCluster(dataDir)) {
-      await createCluster(dataDir)
+      await createDirectoryCluster(dataDir)
     }
   } catch (err) {
     if (scratch !== undefined) await fs.promises.rm(scratch, { recursive: true, force: true })

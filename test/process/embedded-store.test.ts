@@ -3,14 +3,14 @@
  * (`npm run dev`, which uses it by default: test/process/dev.test.ts). Real processes; needs no
  * PostgreSQL server.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { PASSWORD, SECRET, USERNAME } from '../helper.js'
 import {
   expectStartupFailure, residentMiB, type Service, spawnService, temporaryDirectory, withoutTapHook
 } from '../helpers/service.js'
-import { sleep } from '../helpers/wait.js'
+import { sleep, waitUntil } from '../helpers/wait.js'
 
 // Creating a PGlite cluster takes seconds; these tests start several
 t.setTimeout(120_000)
@@ -126,4 +126,26 @@ t.test('one process at a time on a pglite: directory; a lock left by a killed on
     'the next start took the stale lock over, and the book is there')
   await stop(t, second)
   t.notOk(existsSync(lock), 'a clean stop removes the lock')
+})
+
+t.test('a new cluster is whole or not there: a creation cut short is done again, a directory of other files refused', async (t) => {
+  const dir = join(temporaryDirectory(t), 'db')
+  const env = { ...CREDENTIALS, DB_URL: `pglite:${dir}` }
+  const cut = await spawnService(t, env)
+  // Killed while initdb writes the cluster (its first file is PG_VERSION)
+  await waitUntil(() => existsSync(join(`${dir}.partial`, 'PG_VERSION')), 30_000, 'the cluster being created')
+  process.kill(-cut.child.pid!, 'SIGKILL')
+  await cut.waitForExit()
+  t.notOk(existsSync(join(dir, 'PG_VERSION')), 'precondition: nothing half-made where the cluster goes')
+  const next = await started(t, env)
+  t.equal((await next.request('POST', '/book', { token: await next.token(), body: BOOK })).status, 201, 'the next start created it whole')
+  t.notOk(existsSync(`${dir}.partial`), 'and left nothing beside it')
+  await stop(t, next)
+
+  const other = join(temporaryDirectory(t), 'photos')
+  mkdirSync(other)
+  writeFileSync(join(other, 'holiday.jpg'), '')
+  await expectStartupFailure(t, { ...CREDENTIALS, DB_URL: `pglite:${other}` },
+    /^bookkeeping: start-up failed: cannot start the embedded database in \S+\/photos: it holds files but no database; set DB_URL to a new or empty directory$/)
+  t.notOk(existsSync(`${other}.partial`), 'the cluster it made for it is gone')
 })
