@@ -37,6 +37,22 @@ export async function closedPort (): Promise<number> {
   return address.port
 }
 
+/** A listener on 127.0.0.1, on a port the system picked, held until the test ends: a port in use. */
+export async function portInUse (t: Test): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise((resolve) => server.close(resolve)))
+  return (server.address() as { port: number }).port
+}
+
+/** The state PostgreSQL's control file in `dataDir` records (a PGlite directory). */
+export function clusterState (dataDir: string): number {
+  // ControlFileData: system_identifier (8 bytes), pg_control_version, catalog_version_no (4 each), state
+  return readFileSync(join(dataDir, 'global', 'pg_control')).readInt32LE(16)
+}
+/** `clusterState` after a clean shutdown; 6 while running or after a crash. */
+export const DB_SHUTDOWNED = 1
+
 /** A directory of its own for a service's data, removed when the test ends. */
 export function temporaryDirectory (t: Test): string {
   const dir = mkdtempSync(join(tmpdir(), 'bookkeeping-test-'))

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { PASSWORD, SECRET, USERNAME } from '../helper.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
-import { DEV_COMMAND, type Service, spawnService, temporaryDirectory } from '../helpers/service.js'
+import { clusterState, DB_SHUTDOWNED, DEV_COMMAND, type Service, spawnService, temporaryDirectory } from '../helpers/service.js'
 
 // A build, a PGlite cluster created and started again
 t.setTimeout(120_000)
@@ -40,13 +40,6 @@ function treeCopy (t: Test): string {
   }
   symlinkSync(join(PROJECT_ROOT, 'node_modules'), join(copy, 'node_modules'))
   return copy
-}
-
-/** The state PostgreSQL's control file records: 1 after a clean shutdown, 6 while running or after a crash. */
-const DB_SHUTDOWNED = 1
-function clusterState (dataDir: string): number {
-  // ControlFileData: system_identifier (8 bytes), pg_control_version, catalog_version_no (4 each), state
-  return readFileSync(join(dataDir, 'global', 'pg_control')).readInt32LE(16)
 }
 
 function logged (service: Service, message: string): number {

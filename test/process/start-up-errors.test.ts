@@ -2,33 +2,20 @@
  * Every way a start-up fails ends with one line on stderr that names the cause and the variable
  * to change, and exit code 1 (src/start-failure.ts, src/start-up.ts, describeConfigErrors in
  * src/config.ts): before the app has loaded (configuration, the log level the logger is made
- * with), once it has (a port that is taken, an address this machine does not have), and in
+ * with), once it has (a port that is taken, an address this machine does not have; the admin
+ * port's in test/process/admin-port.test.ts), and in
  * `npm run dev`'s own set-up. Real processes, real listeners in the way.
  * docs/troubleshooting.md lists these lines and their fixes.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { createServer, type Server } from 'node:net'
 import { join } from 'node:path'
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { PASSWORD, SECRET, testEnv } from '../helper.js'
 import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
-import { DEV_COMMAND, expectStartupFailure, temporaryDirectory } from '../helpers/service.js'
+import { clusterState, DB_SHUTDOWNED, DEV_COMMAND, expectStartupFailure, portInUse, temporaryDirectory } from '../helpers/service.js'
 
 t.setTimeout(90_000)
 t.jobs = 2
-
-/** A listener on 127.0.0.1, on a port the system picked, until the test ends. */
-async function portInUse (t: Test): Promise<number> {
-  const server: Server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise((resolve) => server.close(resolve)))
-  return (server.address() as { port: number }).port
-}
-
-/** The state PostgreSQL's control file records: 1 after a clean shutdown (see dev.test.ts). */
-function clusterState (dataDir: string): number {
-  return readFileSync(join(dataDir, 'global', 'pg_control')).readInt32LE(16)
-}
 
 t.test('before the app has loaded', { skip: STORE_INDEPENDENT }, async (t) => {
   // A real, empty database: were a check missing, the service would come up on it
@@ -62,12 +49,6 @@ t.test('once the app has loaded: where to listen', { skip: STORE_INDEPENDENT }, 
       new RegExp(`^bookkeeping: start-up failed: port ${port} on 127\\.0\\.0\\.1 is already in use by another process; stop that process or set PORT to a free port$`),
       { secrets: [SECRET, PASSWORD] })
   })
-  t.test('an admin port in use names ADMIN_PORT', async (t) => {
-    const port = await portInUse(t)
-    await expectStartupFailure(t, { ...valid, ADMIN_PORT: String(port) },
-      new RegExp(`^bookkeeping: start-up failed: port ${port} on 127\\.0\\.0\\.1 is already in use by another process; stop that process or set ADMIN_PORT to a free port$`),
-      { secrets: [SECRET, PASSWORD] })
-  })
   t.test('an address this machine does not have names HOST', (t) =>
     // 192.0.2.0/24 is reserved for documentation (RFC 5737): no machine has it
     expectStartupFailure(t, { ...valid, HOST: '192.0.2.1' },
@@ -87,7 +68,7 @@ t.test('npm run dev', { skip: STORE_INDEPENDENT }, async (t) => {
     await expectStartupFailure(t, { DEV_DATA_DIR: dataDir, HOST: undefined, PORT: String(port) },
       new RegExp(`^bookkeeping: start-up failed: port ${port} on 127\\.0\\.0\\.1 is already in use by another process; stop that process or set PORT to a free port$`),
       { command: DEV_COMMAND })
-    t.equal(clusterState(join(dataDir, 'pglite')), 1, 'the database it had opened was shut down, not left to recover')
+    t.equal(clusterState(join(dataDir, 'pglite')), DB_SHUTDOWNED, 'the database it had opened was shut down, not left to recover')
   })
   t.test('a development data directory that cannot be written names DEV_DATA_DIR', async (t) => {
     const file = join(temporaryDirectory(t), 'a-file')
