@@ -85,11 +85,18 @@ t.test('the walk-through works as printed against npm run dev', { skip: STORE_IN
   }
 })
 
-t.test('the login step says why it got no token, in one line', { skip: STORE_INDEPENDENT }, async (t) => {
+t.test('the printed LOGIN holds any password; the login step says why it got no token, in one line', { skip: STORE_INDEPENDENT }, async (t) => {
   const [login] = walkThrough()
-  const service = await spawnService(t, { DEV_DATA_DIR: temporaryDirectory(t) }, DEV_COMMAND)
+  // What a shell or JSON would take for its own: quotes of both kinds, a backslash, a dollar
+  const password = 'it\'s "mine" \\ $HOME'
+  const service = await spawnService(t, { DEV_DATA_DIR: temporaryDirectory(t), AUTH_PASSWORD: password }, DEV_COMMAND)
   await service.listening(60_000)
+  await service.waitFor(() => /LOGIN=/.test(service.stderr), 5000, 'the walk-through lines')
   const showToken = { command: 'printf "TOKEN=[%s]" "$TOKEN"' }
+
+  const printed = await bash(printedLines(service.stderr), [login!, showToken])
+  t.equal(printed.stderr, '', `the printed lines log in with the password ${password}`)
+  t.match(printed.outputs[1], /^TOKEN=\[[\w-]+\.[\w-]+\.[\w-]+\]$/, 'and get a token')
 
   const wrong = await bash([`BASE=${service.url}`, 'LOGIN=\'{"username":"dev","password":"wrong"}\''], [login!, showToken])
   t.equal(wrong.stderr, 'No token: Invalid credentials\n', 'a wrong password: the service\'s message')
