@@ -1,7 +1,8 @@
 'use strict'
 /**
- * What the benchmarks share (test/bench/run.js, topology.js, stream.js): the service, its
- * database, its clients, and undoing what a run started.
+ * What the benchmarks share (test/bench/run.js, topology.js, stream.js, load.js,
+ * embedded-start.js): the service, its database, its clients, reading a process's memory, the
+ * median of runs, and undoing what a run started.
  */
 const { randomBytes } = require('node:crypto')
 const fs = require('node:fs')
@@ -187,7 +188,26 @@ async function issueToken (port) {
   return response.json.data.token
 }
 
+/** VmRSS and VmHWM (the kernel's own peak) of `pid` in bytes, or null when the process is gone. */
+function readMemory (pid) {
+  try {
+    const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
+    const bytes = (name) => Number(new RegExp(`${name}:\\s+(\\d+) kB`).exec(status)[1]) * 1024
+    return { rss: bytes('VmRSS'), hwm: bytes('VmHWM') }
+  } catch {
+    return null
+  }
+}
+
+function median (values) {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+}
+
 module.exports = {
+  readMemory,
+  median,
   ROOT,
   ADMIN_URL,
   USERNAME,

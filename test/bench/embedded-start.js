@@ -21,7 +21,7 @@ const { randomBytes } = require('node:crypto')
 const { readFileSync, rmSync } = require('node:fs')
 const { join } = require('node:path')
 const { setTimeout: sleep } = require('node:timers/promises')
-const { ROOT, freePort, request, runBenchmark, serviceCommand, stopChild } = require('./common.js')
+const { ROOT, freePort, median, readMemory, request, runBenchmark, serviceCommand, stopChild } = require('./common.js')
 
 const ROUNDS = Number(process.env.ROUNDS ?? 3)
 const IDLE_MS = Number(process.env.IDLE_MS ?? 3000)
@@ -30,9 +30,8 @@ const STOP_TIMEOUT_MS = 15_000
 
 /** VmRSS and VmHWM (the kernel's own peak) of `pid`, in MiB. */
 function memory (pid) {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
-  const kib = (name) => Number(new RegExp(`${name}:\\s+(\\d+) kB`).exec(status)?.[1]) / 1024
-  return { rss: kib('VmRSS'), peak: kib('VmHWM') }
+  const { rss, hwm } = readMemory(pid)
+  return { rss: rss / 2 ** 20, peak: hwm / 2 ** 20 }
 }
 
 function exitedEarly (child, output) {
@@ -95,12 +94,6 @@ async function measureReference (bench, dataDir) {
   const { rss, peak } = memory(child.pid)
   await stopChild(child, STOP_TIMEOUT_MS)
   return { ms, rss, peak }
-}
-
-function median (values) {
-  const sorted = [...values].sort((a, b) => a - b)
-  const middle = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
 }
 
 runBenchmark('embedded-start', async (bench) => {

@@ -8,7 +8,7 @@ const { execFileSync, spawn, spawnSync } = require('node:child_process')
 const { randomUUID } = require('node:crypto')
 const fs = require('node:fs')
 const path = require('node:path')
-const { ROOT, USERNAME, PASSWORD, admin } = require('./common.js')
+const { ROOT, USERNAME, PASSWORD, admin, median } = require('./common.js')
 
 function positive (name, fallback) {
   const raw = process.env[name]
@@ -248,12 +248,6 @@ function createRunner (client, { tmpDir, track }) {
   return client.name === 'wrk'
     ? (scenario, target, token, seconds) => runWrk(scenario, target, token, seconds, { tmpDir, track })
     : runAutocannon
-}
-
-function median (values) {
-  const sorted = [...values].sort((a, b) => a - b)
-  const middle = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
 }
 
 function summarise (runs) {

@@ -28,7 +28,7 @@ const { join } = require('node:path')
 const readline = require('node:readline')
 const { setTimeout: sleep } = require('node:timers/promises')
 const {
-  ROOT, connect, admin, databaseUrl, freePort, serviceCommand, stopChild, request, issueToken
+  ROOT, connect, admin, databaseUrl, freePort, serviceCommand, stopChild, request, issueToken, readMemory
 } = require('./common.js')
 
 const SIZES = parseSizes(process.env.SIZES ?? '1000000')
@@ -54,7 +54,6 @@ const PREFIX = Buffer.from('{"status":200,"message":"Books retrieved successfull
 const SUFFIX = Buffer.from(']}')
 const ROW_START = Buffer.from('{"id":')
 const MB = 1e6
-const KB = 1024
 
 function parseSizes (text) {
   const sizes = text.split(',').map((part) => part.trim().replace(/_/g, '')).filter((part) => part !== '')
@@ -69,19 +68,6 @@ function parseSizes (text) {
 }
 
 const clockTicks = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100
-
-/** VmRSS and VmHWM of `pid` in bytes, or null when the process is gone. */
-function readMemory (pid) {
-  try {
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8')
-    return {
-      rss: Number(/VmRSS:\s+(\d+) kB/.exec(status)[1]) * KB,
-      hwm: Number(/VmHWM:\s+(\d+) kB/.exec(status)[1]) * KB
-    }
-  } catch {
-    return null
-  }
-}
 
 /** User plus system CPU time of `pid` in seconds, or null when the process is gone. */
 function cpuSeconds (pid) {
