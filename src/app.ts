@@ -11,6 +11,7 @@ import swaggerUi from '../plugins/external/swagger-ui.js'
 import swagger from '../plugins/external/swagger.js'
 import adminListener from '../plugins/app/admin-listener.js'
 import authenticate from '../plugins/app/authenticate.js'
+import consolePages from '../plugins/app/console.js'
 import connectionLimits from '../plugins/app/connection-limits.js'
 import lingeringClose from '../plugins/app/lingering-close.js'
 import booksRepository from '../plugins/app/books-repository.js'
@@ -120,6 +121,7 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
   // The OpenAPI document collects the routes registered after it
   await fastify.register(swagger)
   await fastify.register(swaggerUi)
+  await fastify.register(consolePages)
   await fastify.register(health)
   await fastify.register(metricsRoute)
   await fastify.register(token)

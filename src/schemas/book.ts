@@ -1,21 +1,14 @@
 import { Type, type Static } from '@sinclair/typebox'
+import { BOOK_TEXT_PATTERN, TEXT_MAX_LENGTH, YEAR_MAX, YEAR_MIN } from './book-limits.js'
 
-export const TEXT_MAX_LENGTH = 1000
-const INT4_MIN = -2147483648
-const INT4_MAX = 2147483647
-
-/**
- * A title or author: not blank, no NUL (PostgreSQL text cannot hold it), bounded length.
- * The pattern is anchored and its lookahead scans once, so it stays linear on long input.
- */
+/** A title or author (the limits are in book-limits.ts, shared with the console). */
 const BookText = Type.String({
   minLength: 1,
   maxLength: TEXT_MAX_LENGTH,
-  pattern: '^(?=\\s*\\S)[^\\u0000]*$'
+  pattern: BOOK_TEXT_PATTERN
 })
 
-/** PostgreSQL `integer`; years before the common era are negative. */
-const BookYear = Type.Integer({ minimum: INT4_MIN, maximum: INT4_MAX })
+const BookYear = Type.Integer({ minimum: YEAR_MIN, maximum: YEAR_MAX })
 
 export const BookSchema = Type.Object({
   id: Type.Integer({ minimum: 1 }),

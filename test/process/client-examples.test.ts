@@ -26,6 +26,8 @@ import { withTimeout } from '../helpers/wait.js'
 t.setTimeout(60_000)
 
 const EXAMPLES = join(PROJECT_ROOT, 'docs', 'examples')
+/** The generated types, which the typed client example and the console (src/console) use */
+const CLIENT_TYPES = 'src/console/bookkeeping-api.d.ts'
 const BOOK = { title: 'Dune', author: 'Frank Herbert', year: 1965 }
 const STEPS = ['created', 'listed', 'read', 'updated', 'deleted'] as const
 /** How long one run of an example may take: a wait of 5 s and a few requests */
@@ -237,11 +239,11 @@ t.test('each example: a round, and a token that expired; the generated types', {
   }
 
   t.test('the committed client types are what npm run client:types makes of the service now', async (t) => {
-    const committed = join(EXAMPLES, 'bookkeeping-api.d.ts')
+    const committed = join(PROJECT_ROOT, CLIENT_TYPES)
     const script = (JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['client:types']!
     const output = join(temporaryDirectory(t), 'bookkeeping-api.d.ts')
-    const command = script.replace('docs/examples/bookkeeping-api.d.ts', output)
-    t.not(command, script, 'the script writes docs/examples/bookkeeping-api.d.ts')
+    const command = script.replace(CLIENT_TYPES, output)
+    t.not(command, script, `the script writes ${CLIENT_TYPES}`)
     const result = spawnSync('/bin/sh', ['-c', command], {
       cwd: PROJECT_ROOT,
       env: { PATH: `${join(PROJECT_ROOT, 'node_modules/.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`, HOME: process.env.HOME ?? '/tmp', BOOKKEEPING_URL: service.url },
@@ -250,7 +252,7 @@ t.test('each example: a round, and a token that expired; the generated types', {
     })
     t.equal(result.status, 0, `the generator ran\n${result.stderr}`)
     t.ok(readFileSync(output, 'utf8') === readFileSync(committed, 'utf8'),
-      'docs/examples/bookkeeping-api.d.ts is up to date (if not: npm run dev, then npm run client:types, and commit it)')
+      `${CLIENT_TYPES} is up to date (if not: npm run dev, then npm run client:types, and commit it)`)
   })
 })
 

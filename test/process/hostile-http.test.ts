@@ -17,6 +17,7 @@ import t from 'tap'
 import { CLOCK_TOLERANCE_MS } from '../../plugins/app/authenticate.js'
 import { TOKEN_LIFETIME_S } from '../../plugins/external/jwt.js'
 import { BODY_LIMIT } from '../../src/app.js'
+import { YEAR_MAX, YEAR_MIN } from '../../src/schemas/book-limits.js'
 import { PASSWORD, SECRET, testEnv, USERNAME } from '../helper.js'
 import { createDatabase, pgClient } from '../helpers/database.js'
 import { rawRequest, type RawResponse } from '../helpers/raw-http.js'
@@ -31,9 +32,6 @@ t.setTimeout(180_000)
 const ANSWER_TIMEOUT = 4000
 /** Per property; a service that is merely slow shows up as an interrupted run, not a pass. */
 const PROPERTY_TIME_LIMIT = 40_000
-
-const INT4_MIN = -2147483648
-const INT4_MAX = 2147483647
 
 const SEEDS = [
   { title: 'Dune', author: 'Frank Herbert', year: 1965 },
@@ -311,7 +309,7 @@ function certainlyNotABook (body: Buffer): boolean {
   }
   if (Object.hasOwn(fields, 'year')) {
     const year = fields.year
-    if (typeof year !== 'number' || !Number.isInteger(year) || year < INT4_MIN || year > INT4_MAX) return true
+    if (typeof year !== 'number' || !Number.isInteger(year) || year < YEAR_MIN || year > YEAR_MAX) return true
   }
   return false
 }

@@ -1,0 +1,71 @@
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import fastifyStatic from '@fastify/static'
+import fp from 'fastify-plugin'
+import { PROJECT_ROOT } from '../../src/project-root.js'
+
+/** Where `npm run build` puts the console (src/console/vite.config.mts). */
+export const CONSOLE_DIR = join(PROJECT_ROOT, 'dist', 'console')
+export const CONSOLE_PATH = '/console/'
+
+/**
+ * The console's pages may load and call nothing but this service: no inline script or style, no
+ * other origin, no frames around them. Every text from the API is written as text (textContent),
+ * so this is the second line against a title such as `<img src=x onerror=...>`, not the first.
+ */
+export const CONSOLE_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self'",
+  "connect-src 'self'",
+  "manifest-src 'self'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'"
+].join('; ')
+
+/**
+ * The web console at `/console/` (`GET /console` redirects there): the files `npm run build`
+ * made of src/console, a page that uses only the public API with a token, like any client.
+ * Each file is a route of its own (`wildcard: false`), so a path that is not a file is the
+ * service's ordinary `404 Route not found`, and another method on a file the ordinary 405. The
+ * bundles' names carry a hash of their content, so they may be cached for good; the page itself
+ * is checked again on every load. The routes are hidden from the OpenAPI document: they are not
+ * the API.
+ *
+ * Without a build (a test run straight from the sources) the console is not served, and the
+ * log says so once.
+ *
+ * @see https://github.com/fastify/fastify-static
+ */
+export default fp(async function consolePages (fastify) {
+  if (!existsSync(join(CONSOLE_DIR, 'index.html'))) {
+    fastify.log.warn({ directory: CONSOLE_DIR }, 'console not built (npm run build): /console/ is not served')
+    return
+  }
+  // Encapsulated: the header hook and the reply decorator stay with the console's routes
+  await fastify.register(async function console (pages) {
+    pages.addHook('onSend', function (request, reply, payload, done) {
+      reply.header('content-security-policy', CONSOLE_CSP)
+      reply.header('referrer-policy', 'no-referrer')
+      done(null, payload)
+    })
+    pages.get('/console', { schema: { hide: true } }, async function (request, reply) {
+      return reply.redirect(CONSOLE_PATH, 301)
+    })
+    await pages.register(fastifyStatic, {
+      root: CONSOLE_DIR,
+      prefix: CONSOLE_PATH,
+      wildcard: false,
+      decorateReply: false,
+      dotfiles: 'ignore',
+      cacheControl: false,
+      setHeaders (reply, path) {
+        reply.header('cache-control', path.includes('/assets/')
+          ? 'public, max-age=31536000, immutable'
+          : 'no-cache')
+      }
+    })
+  })
+}, { name: 'console' })

@@ -1,0 +1,173 @@
+/**
+ * The console's calls: openapi-fetch over the types generated from the service's own
+ * `/openapi.json` (bookkeeping-api.d.ts, `npm run client:types`), so a path, a body or an answer
+ * that does not match the API fails the type check.
+ *
+ * The token is the one `POST /token` gave, kept in `sessionStorage` (gone with the tab, never in
+ * `localStorage`, a cookie or a URL) and read at every call. When a book call is answered 401
+ * (the token expired after its 15 minutes, or was dropped), `reauthenticate` asks the person to
+ * sign in again, and the call is then sent again as it was: nothing they typed is lost.
+ */
+import createClient from 'openapi-fetch'
+import type { paths } from './bookkeeping-api.js'
+import type { Book } from './book-list.js'
+
+const TOKEN_KEY = 'bookkeeping.token'
+
+/** An answer other than a success, with what a person needs to act on it. */
+export class ApiFailure extends Error {
+  constructor (
+    /** The HTTP status; 0 when no answer came */
+    readonly status: number,
+    /** The envelope's message, as the API wrote it */
+    message: string,
+    readonly requestId: string | null,
+    /** Seconds to wait from `Retry-After`, when the answer has one */
+    readonly retryAfter: number | null
+  ) {
+    super(message)
+    this.name = 'ApiFailure'
+  }
+}
+
+/** The person chose to sign out rather than sign in again: the interrupted call is dropped. */
+export class SignedOut extends Error {
+  constructor () {
+    super('Signed out')
+    this.name = 'SignedOut'
+  }
+}
+
+export const session = {
+  get token (): string | null {
+    return sessionStorage.getItem(TOKEN_KEY)
+  },
+  set token (value: string | null) {
+    if (value === null) sessionStorage.removeItem(TOKEN_KEY)
+    else sessionStorage.setItem(TOKEN_KEY, value)
+  }
+}
+
+/**
+ * Asks the person to sign in again and resolves once they have (rejects with SignedOut if they
+ * sign out instead). Set by the page; calls that find the token refused at the same time share
+ * one prompt.
+ */
+let reauthenticate: () => Promise<void> = async () => { throw new SignedOut() }
+let prompting: Promise<void> | null = null
+
+export function onReauthenticate (prompt: () => Promise<void>): void {
+  reauthenticate = prompt
+}
+
+function signInAgain (): Promise<void> {
+  prompting ??= reauthenticate().finally(() => { prompting = null })
+  return prompting
+}
+
+/** A network failure (no answer at all) as a failure a person can retry. */
+async function fetchOrFail (request: Request): Promise<Response> {
+  try {
+    return await fetch(request)
+  } catch {
+    throw new ApiFailure(0, 'No answer from the service', null, null)
+  }
+}
+
+/** Book calls: the token in `Authorization`, bare; on a 401, sign in again and repeat. */
+async function authorizedFetch (request: Request): Promise<Response> {
+  for (;;) {
+    const token = session.token
+    if (token === null) {
+      await signInAgain()
+      continue
+    }
+    const attempt = request.clone()
+    attempt.headers.set('Authorization', token)
+    const response = await fetchOrFail(attempt)
+    // Refused, unless someone signed in meanwhile and the token already changed
+    if (response.status !== 401) return response
+    if (session.token === token) await signInAgain()
+  }
+}
+
+const baseUrl = location.origin
+const publicApi = createClient<paths>({ baseUrl, fetch: fetchOrFail })
+const booksApi = createClient<paths>({ baseUrl, fetch: authorizedFetch })
+
+/** A successful answer: its message, as the API wrote it, and its data. */
+export interface Answer<T> { message: string, data: T }
+
+/** The envelope of a successful answer, or the ApiFailure it was. */
+function answerOf<T> ({ data, error, response }: { data?: Answer<T>, error?: unknown, response: Response }): Answer<T> {
+  if (data !== undefined) return data
+  throw failureOf(response, error)
+}
+
+export function failureOf (response: Response, error?: unknown): ApiFailure {
+  const message = (error as { message?: unknown } | undefined)?.message
+  return new ApiFailure(response.status,
+    typeof message === 'string' ? message : `HTTP ${response.status} ${response.statusText}`.trim(),
+    response.headers.get('X-Request-Id'), retryAfterSeconds(response))
+}
+
+/** `Retry-After` in seconds (it may also be an HTTP date), or null. */
+function retryAfterSeconds (response: Response): number | null {
+  const value = response.headers.get('Retry-After')
+  if (value === null) return null
+  const seconds = /^\d+$/.test(value) ? Number(value) : (Date.parse(value) - Date.now()) / 1000
+  return Number.isNaN(seconds) ? null : Math.max(0, Math.ceil(seconds))
+}
+
+/** Signs in: the token is kept for the calls that follow. */
+export async function signIn (username: string, password: string): Promise<void> {
+  session.token = answerOf(await publicApi.POST('/token', { body: { username, password } })).data.token
+}
+
+export function signOut (): void {
+  session.token = null
+}
+
+/**
+ * `GET /books`, as a stream of text: the service streams a long listing, and the console shows
+ * the first rows before the rest has come (listing-parser.ts).
+ */
+export async function listBooks (signal: AbortSignal): Promise<ReadableStream<Uint8Array>> {
+  const { data, error, response } = await booksApi.GET('/books', { parseAs: 'stream', signal })
+  if (data == null) throw failureOf(response, error)
+  return data
+}
+
+/**
+ * `POST /book` with an `Idempotency-Key`: a create repeated with the same key (after a 503, or
+ * an answer that never came) is stored once.
+ */
+export async function createBook (book: Omit<Book, 'id'>, idempotencyKey: string): Promise<Answer<Book>> {
+  return answerOf(await booksApi.POST('/book', {
+    body: book,
+    // A Structured Field string: the key in double quotes
+    params: { header: { 'idempotency-key': `"${idempotencyKey}"` } }
+  }))
+}
+
+export async function updateBook (id: number, changes: Partial<Omit<Book, 'id'>>): Promise<Answer<Book>> {
+  return answerOf(await booksApi.PUT('/book/{id}', { params: { path: { id: String(id) } }, body: changes }))
+}
+
+export async function deleteBook (id: number): Promise<Answer<null>> {
+  // openapi-fetch 0.17 types a `data` that can only be null as absent (docs/examples/typed-client.ts)
+  const { data, error, response } = await booksApi.DELETE('/book/{id}', { params: { path: { id: String(id) } } })
+  return answerOf({ data: data === undefined ? undefined : { message: data.message, data: null }, error, response })
+}
+
+/**
+ * A random key for one create. `crypto.randomUUID` exists only on secure origins (HTTPS or
+ * localhost); the console may be served over plain HTTP on a private network.
+ */
+export function newIdempotencyKey (): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(16))
+  bytes[6] = (bytes[6]! & 0x0f) | 0x40
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80
+  const hex = [...bytes].map((byte) => byte.toString(16).padStart(2, '0')).join('')
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
+}
