@@ -34,14 +34,15 @@ export const CONSOLE_CSP = [
  * is checked again on every load. The routes are hidden from the OpenAPI document: they are not
  * the API.
  *
- * Without a build (a test run straight from the sources) the console is not served, and the
- * log says so once.
+ * The files are found when the service starts: after `npm run build` the service must start
+ * again to serve a new build (as for any change of its code). Without a build (a test run
+ * straight from the sources) the console is not served, and the log says so once.
  *
  * @see https://github.com/fastify/fastify-static
  */
-export default fp(async function consolePages (fastify) {
-  if (!existsSync(join(CONSOLE_DIR, 'index.html'))) {
-    fastify.log.warn({ directory: CONSOLE_DIR }, 'console not built (npm run build): /console/ is not served')
+export default fp<{ directory?: string }>(async function consolePages (fastify, { directory = CONSOLE_DIR }) {
+  if (!existsSync(join(directory, 'index.html'))) {
+    fastify.log.warn({ directory }, 'console not built (npm run build): /console/ is not served')
     return
   }
   // Encapsulated: the header hook and the reply decorator stay with the console's routes
@@ -55,7 +56,7 @@ export default fp(async function consolePages (fastify) {
       return reply.redirect(CONSOLE_PATH, 301)
     })
     await pages.register(fastifyStatic, {
-      root: CONSOLE_DIR,
+      root: directory,
       prefix: CONSOLE_PATH,
       wildcard: false,
       decorateReply: false,

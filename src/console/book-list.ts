@@ -82,10 +82,10 @@ export class BookList {
       const old = this.all[index]!
       this.all[index] = book
       if (this.view !== this.all) {
+        // Out, then in again where its new values put it (or not, if it no longer matches)
         const shown = this.view.indexOf(old)
-        if (shown !== -1 && this.#matches(book)) this.view[shown] = book
-        else if (shown !== -1) this.view.splice(shown, 1)
-        else if (this.#matches(book)) this.#insertInView(book)
+        if (shown !== -1) this.view.splice(shown, 1)
+        if (this.#matches(book)) this.#insertInView(book)
       }
     } else {
       this.all.splice(index, 0, book)
