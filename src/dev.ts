@@ -16,6 +16,7 @@ import fs from 'node:fs'
 import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
+import { CONSOLE_PATH } from '../plugins/app/console.js'
 
 const ROOT = path.resolve(__dirname, '..', '..')
 const DATA_DIR = process.env.DEV_DATA_DIR ? path.resolve(process.env.DEV_DATA_DIR) : path.join(ROOT, 'data')
@@ -69,7 +70,8 @@ function shellQuoted (value: string): string {
 
 /**
  * The two lines the README's walk-through starts from: where the service answers and the body
- * of its login, quoted for a shell, so the walk-through works as printed with these values.
+ * of its login, quoted for a shell, so the walk-through works as printed with these values;
+ * then where the console is.
  */
 function printWalkThrough (fastify: FastifyInstance): void {
   const { address, port } = fastify.server.address() as AddressInfo
@@ -81,6 +83,8 @@ function printWalkThrough (fastify: FastifyInstance): void {
     '  Walk-through (README.md): paste these two lines into a shell, then the README\'s commands',
     `    BASE=http://${host}:${port}`,
     `    LOGIN=${shellQuoted(login)}`,
+    '',
+    `  Console: open http://${host}:${port}${CONSOLE_PATH} in a browser and sign in as ${env.AUTH_USERNAME}`,
     ''
   ].join('\n') + '\n')
 }

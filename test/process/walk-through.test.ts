@@ -73,6 +73,12 @@ t.test('the walk-through works as printed against npm run dev', { skip: STORE_IN
   const printed = printedLines(service.stderr)
   t.strictSame(printed.map((line) => line.split('=')[0]), ['BASE', 'LOGIN'], 'it printed BASE and LOGIN')
   t.equal(printed[0], `BASE=${service.url}`, 'BASE is where it listens')
+  await service.waitFor(() => /Console: /.test(service.stderr), 5000, 'the console line')
+  const consoleUrl = /Console: open (\S+) in a browser and sign in as dev$/m.exec(service.stderr)?.[1]
+  t.equal(consoleUrl, `${service.url}/console/`, 'it says where the console is')
+  const page = await fetch(consoleUrl!)
+  t.equal(page.status, 200, 'and the console answers there')
+  t.match(await page.text(), /<title>Bookkeeping console<\/title>/)
 
   // The create that is safe to retry, run twice as the README says
   const last = steps.at(-1)!
