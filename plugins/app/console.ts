@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import fastifyStatic from '@fastify/static'
 import fp from 'fastify-plugin'
 import { PROJECT_ROOT } from '../../src/project-root.js'
+import { refusedPathIsNotFound } from '../external/swagger-ui.js'
 
 /** Where `npm run build` puts the console (src/console/vite.config.mts). */
 export const CONSOLE_DIR = join(PROJECT_ROOT, 'dist', 'console')
@@ -28,15 +29,16 @@ export const CONSOLE_CSP = [
 /**
  * The web console at `/console/` (`GET /console` redirects there): the files `npm run build`
  * made of src/console, a page that uses only the public API with a token, like any client.
- * Each file is a route of its own (`wildcard: false`), so a path that is not a file is the
- * service's ordinary `404 Route not found`, and another method on a file the ordinary 405. The
- * bundles' names carry a hash of their content, so they may be cached for good; the page itself
- * is checked again on every load. The routes are hidden from the OpenAPI document: they are not
- * the API.
+ * What is on disk is served, so a new `npm run build` is served at once, page and bundles
+ * together (routes made per file at start-up would serve the new page with no route for its new
+ * bundles). A path that is not a file is the service's ordinary `404 Route not found`, also one
+ * that `send` refuses (`..`, encoded or not: as under /docs/static/, plugins/external/swagger-ui.ts),
+ * and another method the ordinary 405. The bundles' names carry a hash of their content, so
+ * they may be cached for good; the page itself is checked again on every load. The routes are
+ * hidden from the OpenAPI document: they are not the API.
  *
- * The files are found when the service starts: after `npm run build` the service must start
- * again to serve a new build (as for any change of its code). Without a build (a test run
- * straight from the sources) the console is not served, and the log says so once.
+ * Without a build (a test run straight from the sources) the console is not served, and the
+ * log says so once.
  *
  * @see https://github.com/fastify/fastify-static
  */
@@ -47,6 +49,7 @@ export default fp<{ directory?: string }>(async function consolePages (fastify, 
   }
   // Encapsulated: the header hook and the reply decorator stay with the console's routes
   await fastify.register(async function console (pages) {
+    pages.setErrorHandler(refusedPathIsNotFound)
     pages.addHook('onSend', function (request, reply, payload, done) {
       reply.header('content-security-policy', CONSOLE_CSP)
       reply.header('referrer-policy', 'no-referrer')
@@ -58,7 +61,6 @@ export default fp<{ directory?: string }>(async function consolePages (fastify, 
     await pages.register(fastifyStatic, {
       root: directory,
       prefix: CONSOLE_PATH,
-      wildcard: false,
       decorateReply: false,
       dotfiles: 'ignore',
       cacheControl: false,

@@ -16,8 +16,8 @@ import { errorHandler } from '../../src/errors.js'
  *
  * @see https://github.com/fastify/fastify-swagger-ui
  */
-/** A path `send` refused: answered as a missing file is (see above). */
-function refusedPathIsNotFound (error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+/** A path `send` refused: answered as a missing file is (see above; the console's files too). */
+export function refusedPathIsNotFound (error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
   if (error.statusCode === 403) return reply.callNotFound()
   return errorHandler(error, request, reply)
 }

@@ -4,7 +4,7 @@
  * that is no file is the ordinary 404, another method the ordinary 405; nothing of it in the
  * OpenAPI document. What the page does is tested in a real browser (test/browser/).
  */
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Fastify from 'fastify'
@@ -105,4 +105,25 @@ t.test('without a build the console is not served, and the log says so', async (
   await app.register(consolePages, { directory })
   t.equal((await app.inject('/console/')).statusCode, 404)
   t.match(lines, [{ msg: 'console not built (npm run build): /console/ is not served', directory }])
+})
+
+t.test('a new build is served at once, page and bundles together, without a restart', async (t) => {
+  const directory = mkdtempSync(join(tmpdir(), 'bookkeeping-console-'))
+  t.teardown(() => rmSync(directory, { recursive: true, force: true }))
+  mkdirSync(join(directory, 'assets'))
+  writeFileSync(join(directory, 'index.html'), '<script type="module" src="/console/assets/index-old.js"></script>')
+  writeFileSync(join(directory, 'assets', 'index-old.js'), 'old()')
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(consolePages, { directory })
+  t.equal((await app.inject('/console/assets/index-old.js')).body, 'old()')
+
+  // What `npm run build` does: the output directory emptied, then the new files
+  rmSync(join(directory, 'assets'), { recursive: true })
+  mkdirSync(join(directory, 'assets'))
+  writeFileSync(join(directory, 'index.html'), '<script type="module" src="/console/assets/index-new.js"></script>')
+  writeFileSync(join(directory, 'assets', 'index-new.js'), 'new()')
+  t.match((await app.inject('/console/')).body, /index-new\.js/, 'the new page')
+  t.equal((await app.inject('/console/assets/index-new.js')).body, 'new()', 'and the bundle it loads')
+  t.equal((await app.inject('/console/assets/index-old.js')).statusCode, 404, 'the old bundle is gone')
 })
