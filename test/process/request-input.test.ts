@@ -1,8 +1,8 @@
 /**
  * What a real service process does with input that is not what it seems: strings that are not
  * well-formed Unicode (lone surrogates, bytes that are not UTF-8), bodies in a content coding or a
- * charset it does not read, and paths under /docs/static/ that climb out of it. Every one is a 4xx
- * envelope and changes nothing; the well-formed neighbours of each still work.
+ * charset it does not read, and paths under /docs/static/ and /console/ that climb out of them.
+ * Every one is a 4xx envelope and changes nothing; the well-formed neighbours of each still work.
  */
 import t from 'tap'
 import { PASSWORD, testEnv, USERNAME } from '../helper.js'
@@ -143,17 +143,20 @@ t.test('request input: ill-formed Unicode, content codings, charsets, /docs/stat
     }
   })
 
-  await t.test('a /docs/static/ path that climbs out is 404 Route not found; the real files load', async (t) => {
+  await t.test('a /docs/static/ or /console/ path that climbs out is 404 Route not found; the real files load', async (t) => {
     const css = await send(service, { method: 'GET', path: '/docs/static/swagger-ui.css' })
     t.equal(css.status, 200)
     t.match(css.headers['content-type'], /^text\/css/)
+    const page = await send(service, { method: 'GET', path: '/console/' })
+    t.equal(page.status, 200)
+    t.match(page.headers['content-type'], /^text\/html/)
+    // Each under both directories of files: the Swagger UI's and the console's
     const climbing = [
-      '/docs/static/../json', '/docs/static/%2e%2e/json', '/docs/static/%2E%2E%2Fjson', '/docs/static/..%2fjson',
-      '/docs/static/%252e%252e/json', '/docs/static/..\\json', '/docs/static/%2e%2e%5cjson', '/docs/static/\\..\\..\\package.json',
-      '/docs/static//etc/passwd', '/docs/static/a/../swagger-ui.css', '/docs/static/..', '/docs/static/%2e%2e',
-      '/docs/static/%00', '/docs/static/a%2f..%2f..%2fpackage.json', '/docs/static/../../../../etc/passwd'
+      '../json', '%2e%2e/json', '%2E%2E%2Fjson', '..%2fjson', '%252e%252e/json', '..\\json', '%2e%2e%5cjson',
+      '\\..\\..\\package.json', '/etc/passwd', 'a/../index.html', '..', '%2e%2e', '%00', 'a%2f..%2f..%2fpackage.json',
+      '../../../../etc/passwd', '../../package.json', '%2e%2e/%2e%2e/package.json'
     ]
-    for (const path of climbing) {
+    for (const path of ['/docs/static/', '/console/'].flatMap((directory) => climbing.map((climb) => directory + climb))) {
       for (const method of ['GET', 'HEAD']) {
         const answer = await rawRequest(service.port, `${method} ${path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`, { head: method === 'HEAD' })
         t.equal(answer.status, 404, `${method} ${path}`)
