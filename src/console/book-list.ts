@@ -8,6 +8,10 @@
  *   of a million references for nothing. Otherwise an array of its own.
  * - A filter that extends the one before (typing one more letter) narrows the current view
  *   instead of scanning every book again.
+ * - Sorting by title, author or year sorts every book once (a million titles take seconds with
+ *   the reader's collation) and keeps that order: the other direction is the same order
+ *   reversed, a filter keeps it, a change is put in its place in it. Only new books from a
+ *   listing make it sort again.
  */
 export interface Book {
   id: number
@@ -29,6 +33,8 @@ export class BookList {
   #matcher: RegExp | null = null
   order: Order = BY_ID
   #sorted = true
+  /** Every book in ascending order of a key other than id, once sorted by it */
+  #byKey = new Map<SortKey, Book[]>()
 
   get filter (): string {
     return this.#filter
@@ -37,6 +43,7 @@ export class BookList {
   /** Books as they arrive from the listing, in id order, after those already held. */
   append (books: Book[]): void {
     for (const book of books) this.all.push(book)
+    this.#byKey.clear()
     if (this.view === this.all) return
     for (const book of books) {
       if (this.#matches(book)) this.view.push(book)
@@ -81,6 +88,7 @@ export class BookList {
     if (index < this.all.length && this.all[index]!.id === book.id) {
       const old = this.all[index]!
       this.all[index] = book
+      this.#replaceInOrders(old, book)
       if (this.view !== this.all) {
         // Out, then in again where its new values put it (or not, if it no longer matches)
         const shown = this.view.indexOf(old)
@@ -89,6 +97,7 @@ export class BookList {
       }
     } else {
       this.all.splice(index, 0, book)
+      this.#replaceInOrders(null, book)
       if (this.view !== this.all && this.#matches(book)) this.#insertInView(book)
     }
   }
@@ -99,6 +108,7 @@ export class BookList {
     const book = this.all[index]
     if (book === undefined || book.id !== id) return
     this.all.splice(index, 1)
+    this.#replaceInOrders(book, null)
     if (this.view !== this.all) {
       const shown = this.view.indexOf(book)
       if (shown !== -1) this.view.splice(shown, 1)
@@ -107,20 +117,31 @@ export class BookList {
 
   clear (): void {
     this.all = []
+    this.#byKey.clear()
     this.#rebuild()
   }
 
   #insertInView (book: Book): void {
-    // Binary search for its place in the view's order
-    const compare = comparator(this.order)
-    let low = 0
-    let high = this.view.length
-    while (low < high) {
-      const middle = (low + high) >>> 1
-      if (compare(this.view[middle]!, book) < 0) low = middle + 1
-      else high = middle
+    insertInOrder(this.view, book, comparator(this.order))
+  }
+
+  /** A book changed, added (`old` null) or removed (`book` null) in the kept orders. */
+  #replaceInOrders (old: Book | null, book: Book | null): void {
+    for (const [key, sorted] of this.#byKey) {
+      if (old !== null) sorted.splice(sorted.indexOf(old), 1)
+      if (book !== null) insertInOrder(sorted, book, comparator({ key, descending: false }))
     }
-    this.view.splice(low, 0, book)
+  }
+
+  /** Every book in ascending order of `key`: sorted once, then kept. */
+  #ascending (key: SortKey): Book[] {
+    if (key === 'id') return this.all
+    let sorted = this.#byKey.get(key)
+    if (sorted === undefined) {
+      sorted = this.all.slice().sort(comparator({ key, descending: false }))
+      this.#byKey.set(key, sorted)
+    }
+    return sorted
   }
 
   /** Where the book with this id is in `all`, or where it would go. */
@@ -152,10 +173,24 @@ export class BookList {
       this.view = this.all
       return
     }
-    const view = this.#matcher === null ? this.all.slice() : this.all.filter((book) => this.#matches(book))
-    if (!this.#isById()) view.sort(comparator(this.order))
+    const ascending = this.#ascending(this.order.key)
+    const view = this.#matcher === null ? ascending.slice() : ascending.filter((book) => this.#matches(book))
+    // Ties are in id order both ways (comparator): descending is exactly ascending reversed
+    if (this.order.descending) view.reverse()
     this.view = view
   }
+}
+
+/** Puts `book` where `compare` says in `books`, which is in that order (binary search). */
+function insertInOrder (books: Book[], book: Book, compare: (a: Book, b: Book) => number): void {
+  let low = 0
+  let high = books.length
+  while (low < high) {
+    const middle = (low + high) >>> 1
+    if (compare(books[middle]!, book) < 0) low = middle + 1
+    else high = middle
+  }
+  books.splice(low, 0, book)
 }
 
 /** The order of two books: by the key (text in the reader's language, numbers as numbers), then id. */

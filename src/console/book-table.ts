@@ -36,7 +36,11 @@ export class BookTable {
     this.#bottomSpacer = spacerRow()
     this.#body.replaceChildren(this.#topSpacer, this.#bottomSpacer)
     scroller.addEventListener('scroll', () => this.schedule(), { passive: true })
-    new ResizeObserver(() => this.schedule()).observe(scroller)
+    // A new width may change the rows' height (style.css, narrow screens): measured again
+    new ResizeObserver(() => {
+      this.#measured = false
+      this.schedule()
+    }).observe(scroller)
     // One listener for every row's buttons
     this.#body.addEventListener('click', (event) => {
       const button = (event.target as Element).closest<HTMLButtonElement>('button[data-action]')
@@ -170,9 +174,14 @@ function bookRow (book: Book, index: number): HTMLTableRowElement {
   row.dataset.id = String(book.id)
   // Row 1 is the header
   row.setAttribute('aria-rowindex', String(index + 2))
-  for (const value of [book.id, book.title, book.author, book.year]) {
-    row.insertCell().textContent = String(value)
+  row.insertCell().textContent = String(book.id)
+  for (const text of [book.title, book.author]) {
+    // In a span of its own: on a narrow screen it runs to two lines (style.css)
+    const cell = row.insertCell()
+    cell.className = 'cell-text'
+    cell.appendChild(document.createElement('span')).textContent = text
   }
+  row.insertCell().textContent = String(book.year)
   const actions = row.insertCell()
   actions.className = 'row-actions'
   actions.append(actionButton('Edit', 'edit'), actionButton('Delete', 'delete'))

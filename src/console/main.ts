@@ -39,6 +39,8 @@ const headers = [...document.querySelectorAll<HTMLTableCellElement>('th[data-key
 const books = new BookList()
 const table = new BookTable(element('book-list'), element<HTMLTableElement>('books'), onRowAction)
 const numbers = new Intl.NumberFormat()
+/** Up to this many books a sorted view is sorted again while the list streams in (tenths of a second). */
+const RESORT_WHILE_LOADING = 100_000
 let loading: AbortController | null = null
 let loaded = false
 
@@ -200,8 +202,9 @@ async function load (): Promise<void> {
       const arrived = parser.push(decoder.decode(value, { stream: true }))
       if (arrived.length === 0) continue
       books.append(arrived)
-      // Sorted by something else than id, the view is put in order again at most once a second
-      if (books.unsorted && performance.now() - lastSort > 1000) {
+      // Sorted by something else than id, the view is put in order again at most once a second,
+      // while that is quick; a longer list is sorted once, when it is whole
+      if (books.unsorted && books.all.length <= RESORT_WHILE_LOADING && performance.now() - lastSort > 1000) {
         books.refresh()
         lastSort = performance.now()
       }
@@ -247,14 +250,18 @@ filterInput.addEventListener('input', () => {
 })
 
 for (const header of headers) {
-  header.querySelector('button')!.addEventListener('click', () => {
+  header.querySelector('button')!.addEventListener('click', async () => {
     performance.mark('sort-start')
+    // The first sort by a column of a long list takes a while: say so before it starts
+    count.textContent = 'Sorting…'
+    await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve)))
     books.sortBy(header.dataset.key as SortKey)
     for (const other of headers) other.removeAttribute('aria-sort')
     header.setAttribute('aria-sort', books.order.descending ? 'descending' : 'ascending')
     table.scroller.scrollTop = 0
     table.show(books.view)
     table.draw()
+    showCount()
     performance.measure('sort', 'sort-start')
   })
 }
