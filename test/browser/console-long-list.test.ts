@@ -1,0 +1,69 @@
+/**
+ * The web console (src/console, at /console/) with 5,000 books: it counts them all, keeps only the
+ * rows in view in the DOM (a virtual list), and scrolls to the last one. The books go straight
+ * into the database, as a long-lived service would have them.
+ */
+import t from 'tap'
+import { testEnv } from '../helper.js'
+import {
+  bookRow, bookRows, booksTable, expectQuiet, launchBrowser, loadedStatus, openConsole, openPage, settle, shownBooks, signIn
+} from '../helpers/browser.js'
+import { createDatabase, pgClient, STORE_INDEPENDENT } from '../helpers/database.js'
+import { startService } from '../helpers/service.js'
+
+t.setTimeout(60_000)
+
+const BOOKS = 5000
+/** Rows in the DOM at most: a screenful and some spare, far below all of them. */
+const ROWS_IN_DOM = 200
+
+t.test('5,000 books', { skip: STORE_INDEPENDENT }, async (t) => {
+  const dbUrl = await createDatabase(t)
+  const [service, browser] = await Promise.all([startService(t, testEnv(dbUrl)), launchBrowser(t)])
+  const db = await pgClient(t, dbUrl)
+  await db.query(`INSERT INTO books (title, author, year)
+    SELECT 'Book ' || n, 'Author ' || (n % 97), 1900 + n % 120 FROM generate_series(1, $1::int) AS n`, [BOOKS])
+  const { rows: [last] } = await db.query<{ id: string }>('SELECT max(id)::text AS id FROM books')
+
+  const watched = await openPage(t, browser)
+  const { page } = watched
+  // What the status line says on the way, for the log: `Loading… 1,234 books` while the list streams
+  await page.addInitScript(() => {
+    const seen: string[] = (window as unknown as { statusSeen: string[] }).statusSeen = []
+    new MutationObserver(() => {
+      const text = [...document.querySelectorAll('[role=status]')].map((status) => status.textContent?.trim()).join(' / ')
+      if (text !== seen.at(-1)) seen.push(text)
+    }).observe(document, { subtree: true, childList: true, characterData: true })
+  })
+  await openConsole(page, service.url)
+  const started = performance.now()
+  await signIn(page)
+  const status = await loadedStatus(page, 20_000)
+  const loaded = Math.round(performance.now() - started)
+  t.comment(`signed in and loaded ${BOOKS} books in ${loaded} ms; the status line said: ` +
+    (await page.evaluate(() => (window as unknown as { statusSeen: string[] }).statusSeen)).join(' | '))
+  t.equal(status, '5,000 books', 'the status line counts all 5,000')
+
+  const table = booksTable(page)
+  const rowCount = Number(await table.getAttribute('aria-rowcount'))
+  t.equal(rowCount, BOOKS + 1, 'the table says how many rows it has, the heading row included (aria-rowcount)')
+  const inDom = await bookRows(page).count()
+  t.ok(inDom > 0 && inDom <= ROWS_IN_DOM, `only the rows in view are in the DOM: ${inDom}`)
+
+  const indexed = async () => bookRows(page).evaluateAll((rows) => rows.map((row) =>
+    [Number(row.getAttribute('aria-rowindex')), Number(row.children[0]?.textContent)]))
+  t.ok((await indexed()).every(([index, id]) => index === id! + 1), 'each row says where it is (aria-rowindex, after the heading row), by id order')
+
+  const region = page.getByRole('region', { name: 'Book list' })
+  await region.evaluate((element) => { element.scrollTop = element.scrollHeight })
+  const end = await settle(() => shownBooks(page), (shown) => shown.some(([id]) => id === last?.id), 10_000)
+  t.ok(end.some(([id]) => id === last?.id), `scrolled to the bottom, the last book (id ${last?.id}) is shown`)
+  t.equal(Number(await bookRow(page, `Book ${BOOKS}`).getAttribute('aria-rowindex')), rowCount, 'as the last row of the table')
+  t.ok(await bookRows(page).count() <= ROWS_IN_DOM, `still only the rows in view are in the DOM: ${await bookRows(page).count()}`)
+  t.ok((await indexed()).every(([index, id]) => index === id! + 1), 'each numbered as it should be')
+
+  await page.getByRole('searchbox', { name: 'Filter' }).or(page.getByRole('textbox', { name: 'Filter' })).fill('book 4999')
+  t.equal(await loadedStatus(page), '1 of 5,000 books', 'filtered: one of 5,000')
+  t.strictSame(await shownBooks(page), [['4999', 'Book 4999', `Author ${4999 % 97}`, String(1900 + 4999 % 120)]], 'that one')
+  expectQuiet(t, watched)
+})
