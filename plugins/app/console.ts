@@ -20,6 +20,8 @@ export const CONSOLE_CSP = [
   "style-src 'self'",
   "img-src 'self'",
   "connect-src 'self'",
+  // The worker that sorts a long list (src/console/sort-worker.ts)
+  "worker-src 'self'",
   "manifest-src 'self'",
   "base-uri 'none'",
   "form-action 'self'",

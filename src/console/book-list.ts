@@ -11,7 +11,8 @@
  * - Sorting by title, author or year sorts every book once (a million titles take seconds with
  *   the reader's collation) and keeps that order: the other direction is the same order
  *   reversed, a filter keeps it, a change is put in its place in it. Only new books from a
- *   listing make it sort again.
+ *   listing make it sort again. The page sorts a long list in a worker (sort-worker.ts) and
+ *   hands the order over with `setOrder`; without one, `sortBy` sorts here.
  */
 export interface Book {
   id: number
@@ -26,6 +27,9 @@ export interface Order { key: SortKey, descending: boolean }
 const BY_ID: Order = { key: 'id', descending: false }
 const collator = new Intl.Collator(undefined, { sensitivity: 'base', numeric: true })
 
+/** Titles and authors in the reader's language: case-blind, `item 9` before `item 10`. */
+export const compareText: (a: string, b: string) => number = collator.compare
+
 export class BookList {
   all: Book[] = []
   view: Book[] = this.all
@@ -35,6 +39,8 @@ export class BookList {
   #sorted = true
   /** Every book in ascending order of a key other than id, once sorted by it */
   #byKey = new Map<SortKey, Book[]>()
+  /** Changes with every change of `all`: an order computed elsewhere is for one version */
+  version = 0
 
   get filter (): string {
     return this.#filter
@@ -43,6 +49,7 @@ export class BookList {
   /** Books as they arrive from the listing, in id order, after those already held. */
   append (books: Book[]): void {
     for (const book of books) this.all.push(book)
+    this.version++
     this.#byKey.clear()
     if (this.view === this.all) return
     for (const book of books) {
@@ -84,6 +91,7 @@ export class BookList {
 
   /** A book created or changed: put in its place in `all`, and in the view if it matches. */
   upsert (book: Book): void {
+    this.version++
     const index = this.#indexOf(book.id)
     if (index < this.all.length && this.all[index]!.id === book.id) {
       const old = this.all[index]!
@@ -107,6 +115,7 @@ export class BookList {
     const index = this.#indexOf(id)
     const book = this.all[index]
     if (book === undefined || book.id !== id) return
+    this.version++
     this.all.splice(index, 1)
     this.#replaceInOrders(book, null)
     if (this.view !== this.all) {
@@ -117,6 +126,7 @@ export class BookList {
 
   clear (): void {
     this.all = []
+    this.version++
     this.#byKey.clear()
     this.#rebuild()
   }
@@ -131,6 +141,21 @@ export class BookList {
       if (old !== null) sorted.splice(sorted.indexOf(old), 1)
       if (book !== null) insertInOrder(sorted, book, comparator({ key, descending: false }))
     }
+  }
+
+  /** Whether the books are in order of `key` already (so sorting by it costs nothing). */
+  hasOrder (key: SortKey): boolean {
+    return key === 'id' || this.#byKey.has(key)
+  }
+
+  /**
+   * The ascending order of `key`, as indices into `all` at `version` (sort-worker.ts); false,
+   * and nothing kept, when the books changed since.
+   */
+  setOrder (key: SortKey, version: number, indices: ArrayLike<number>): boolean {
+    if (version !== this.version || indices.length !== this.all.length) return false
+    this.#byKey.set(key, Array.from(indices, (index) => this.all[index]!))
+    return true
   }
 
   /** Every book in ascending order of `key`: sorted once, then kept. */
@@ -197,7 +222,7 @@ function insertInOrder (books: Book[], book: Book, compare: (a: Book, b: Book) =
 export function comparator ({ key, descending }: Order): (a: Book, b: Book) => number {
   const sign = descending ? -1 : 1
   if (key === 'title' || key === 'author') {
-    return (a, b) => sign * (collator.compare(a[key], b[key]) || a.id - b.id)
+    return (a, b) => sign * (compareText(a[key], b[key]) || a.id - b.id)
   }
   return (a, b) => sign * ((a[key] - b[key]) || a.id - b.id)
 }

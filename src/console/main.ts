@@ -15,6 +15,7 @@ import { BookList, type Book, type SortKey } from './book-list.js'
 import { parseYear, textProblem, yearProblem } from './book-rules.js'
 import { BookTable, type RowAction } from './book-table.js'
 import { ListingParser } from './listing-parser.js'
+import type { Column } from './column-order.js'
 
 function element<T extends HTMLElement> (id: string): T {
   return document.getElementById(id) as T
@@ -218,6 +219,7 @@ async function load (): Promise<void> {
     }
     parser.end()
     loaded = true
+    if (books.unsorted) await inOrderOf(books.order.key)
     books.refresh()
     table.show(books.view)
     showCount()
@@ -249,21 +251,62 @@ filterInput.addEventListener('input', () => {
   performance.measure('filter', 'filter-start')
 })
 
+/** A long list is sorted in a worker, from this many books on; a short one at once. */
+const SORT_IN_WORKER = 20_000
+
+/**
+ * Has the books put in order of `key` in a worker (sort-worker.ts), so the page stays usable
+ * meanwhile, unless they are few or in that order already. Books that change meanwhile make it
+ * sort again; without workers the list sorts itself (book-list.ts).
+ */
+async function inOrderOf (key: SortKey): Promise<void> {
+  while (!books.hasOrder(key) && books.all.length >= SORT_IN_WORKER && typeof Worker === 'function') {
+    const version = books.version
+    const column: Column = key === 'title' || key === 'author'
+      ? books.all.map((book) => book[key])
+      : Float64Array.from(books.all, (book) => book[key])
+    const worker = new Worker(new URL('./sort-worker.ts', import.meta.url), { type: 'module' })
+    try {
+      const indices = await new Promise<Uint32Array>((resolve, reject) => {
+        worker.onmessage = ({ data }: MessageEvent<Uint32Array>) => resolve(data)
+        worker.onerror = (event) => reject(new Error(event.message))
+        worker.postMessage(column, column instanceof Float64Array ? [column.buffer] : [])
+      })
+      books.setOrder(key, version, indices)
+    } catch (error) {
+      console.error(error)
+      return
+    } finally {
+      worker.terminate()
+    }
+  }
+}
+
+let sorting: Promise<void> = Promise.resolve()
+
 for (const header of headers) {
-  header.querySelector('button')!.addEventListener('click', async () => {
-    performance.mark('sort-start')
-    // The first sort by a column of a long list takes a while: say so before it starts
-    count.textContent = 'Sorting…'
-    await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve)))
-    books.sortBy(header.dataset.key as SortKey)
-    for (const other of headers) other.removeAttribute('aria-sort')
-    header.setAttribute('aria-sort', books.order.descending ? 'descending' : 'ascending')
-    table.scroller.scrollTop = 0
-    table.show(books.view)
-    table.draw()
-    showCount()
-    performance.measure('sort', 'sort-start')
+  header.querySelector('button')!.addEventListener('click', () => {
+    // One sort after the other, in the order of the clicks
+    sorting = sorting.then(() => sortBy(header))
   })
+}
+
+async function sortBy (header: HTMLTableCellElement): Promise<void> {
+  const key = header.dataset.key as SortKey
+  performance.mark('sort-start')
+  if (!books.hasOrder(key)) {
+    // The first sort by a column of a long list takes a while: say so
+    count.textContent = 'Sorting…'
+    await inOrderOf(key)
+  }
+  books.sortBy(key)
+  for (const other of headers) other.removeAttribute('aria-sort')
+  header.setAttribute('aria-sort', books.order.descending ? 'descending' : 'ascending')
+  table.scroller.scrollTop = 0
+  table.show(books.view)
+  table.draw()
+  showCount()
+  performance.measure('sort', 'sort-start')
 }
 
 /** After a change: the list without reloading, the API's message, the book in sight. */

@@ -42,7 +42,7 @@ t.test('the console as the service serves it', { skip: STORE_INDEPENDENT }, asyn
       return [name, sources]
     }))
     t.strictSame(directives['default-src'], ["'none'"], 'nothing that is not named below')
-    for (const name of ['script-src', 'style-src', 'img-src', 'connect-src']) {
+    for (const name of ['script-src', 'style-src', 'img-src', 'connect-src', 'worker-src']) {
       t.strictSame(directives[name], ["'self'"], `${name} 'self' only`)
     }
     t.strictSame(directives['frame-ancestors'], ["'none'"], 'never in a frame')

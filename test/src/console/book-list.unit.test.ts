@@ -7,6 +7,7 @@
 import fc from 'fast-check'
 import t from 'tap'
 import { BookList, comparator, type Book, type Order, type SortKey } from '../../../src/console/book-list.js'
+import { columnOrder } from '../../../src/console/column-order.js'
 
 /** The view computed the plain way. */
 function expected (all: Book[], filter: string, order: Order): Book[] {
@@ -27,6 +28,7 @@ type Step =
   | { kind: 'add', book: Omit<Book, 'id'> }
   | { kind: 'change', pick: number, book: Omit<Book, 'id'> }
   | { kind: 'remove', pick: number }
+  | { kind: 'sorted elsewhere', key: SortKey, stale: boolean }
 
 const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({ kind: fc.constant('append' as const), books: fc.array(fields, { maxLength: 6 }) }),
@@ -34,7 +36,9 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({ kind: fc.constant('sort' as const), key: fc.constantFrom<SortKey>('id', 'title', 'author', 'year') }),
   fc.record({ kind: fc.constant('add' as const), book: fields }),
   fc.record({ kind: fc.constant('change' as const), pick: fc.nat(), book: fields }),
-  fc.record({ kind: fc.constant('remove' as const), pick: fc.nat() })
+  fc.record({ kind: fc.constant('remove' as const), pick: fc.nat() }),
+  // The page's worker: an order computed from a column, handed over (after a change: refused)
+  fc.record({ kind: fc.constant('sorted elsewhere' as const), key: fc.constantFrom<SortKey>('title', 'author', 'year'), stale: fc.boolean() })
 )
 
 t.test('the view is always the filtered, ordered list', async (t) => {
@@ -46,7 +50,17 @@ t.test('the view is always the filtered, ordered list', async (t) => {
       else if (s.kind === 'filter') list.setFilter(s.text)
       else if (s.kind === 'sort') list.sortBy(s.key)
       else if (s.kind === 'add') list.upsert({ id: nextId++, ...s.book })
-      else if (list.all.length > 0) {
+      else if (s.kind === 'sorted elsewhere') {
+        const version = list.version
+        const key = s.key
+        const column = key === 'year' ? Float64Array.from(list.all, (book) => book.year) : list.all.map((book) => book[key as 'title' | 'author'])
+        const indices = columnOrder(column)
+        // Stale: a book changed (same count of books) or added since the order was computed
+        const changed = list.all[0]
+        if (s.stale) list.upsert(changed === undefined ? { id: nextId++, title: 'new', author: 'new', year: 0 } : { ...changed, title: 'zz changed', year: 9 })
+        if (list.setOrder(key, version, indices) === s.stale) return false
+        list.sortBy(key)
+      } else if (list.all.length > 0) {
         const id = list.all[s.pick % list.all.length]!.id
         if (s.kind === 'change') list.upsert({ id, ...s.book })
         else list.remove(id)
