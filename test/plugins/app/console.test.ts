@@ -4,12 +4,13 @@
  * that is no file is the ordinary 404, another method the ordinary 405; nothing of it in the
  * OpenAPI document. What the page does is tested in a real browser (test/browser/).
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { gzipSync } from 'node:zlib'
 import Fastify from 'fastify'
 import t from 'tap'
-import consolePages, { CONSOLE_CSP } from '../../../plugins/app/console.js'
+import consolePages, { CONSOLE_CSP, CONSOLE_DIR } from '../../../plugins/app/console.js'
 import { Message } from '../../../src/envelope.js'
 import { build, errorEnvelope, expectEnvelope } from '../../helper.js'
 import { STORE_INDEPENDENT } from '../../helpers/database.js'
@@ -63,6 +64,13 @@ t.test('the console as the service serves it', { skip: STORE_INDEPENDENT }, asyn
         t.equal(response.headers['cache-control'], 'public, max-age=31536000, immutable', `${path}: immutable`)
       }
     }
+  })
+
+  t.test('its JavaScript is under 60 KB gzipped, all of it', async (t) => {
+    const scripts = readdirSync(join(CONSOLE_DIR, 'assets')).filter((file) => file.endsWith('.js'))
+    const gzipped = scripts.reduce((sum, file) => sum + gzipSync(readFileSync(join(CONSOLE_DIR, 'assets', file)), { level: 9 }).length, 0)
+    t.ok(scripts.length > 0, `scripts: ${scripts.join(', ')}`)
+    t.ok(gzipped < 60 * 1024, `${(gzipped / 1024).toFixed(1)} KB gzipped`)
   })
 
   t.test('HEAD answers as GET, without the body', async (t) => {
