@@ -124,10 +124,12 @@ export class BookList {
     }
   }
 
+  /** No books, in id order again (the filter stays: it is what the person typed). */
   clear (): void {
     this.all = []
     this.version++
     this.#byKey.clear()
+    this.order = BY_ID
     this.#rebuild()
   }
 

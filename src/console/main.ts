@@ -185,7 +185,9 @@ async function load (): Promise<void> {
   const controller = new AbortController()
   loading = controller
   loaded = false
+  // In id order, as the service lists them: a sort by another column waits for the whole list
   books.clear()
+  showOrder()
   table.show(books.view)
   clearProblem(notice)
   showCount()
@@ -203,8 +205,8 @@ async function load (): Promise<void> {
       const arrived = parser.push(decoder.decode(value, { stream: true }))
       if (arrived.length === 0) continue
       books.append(arrived)
-      // Sorted by something else than id, the view is put in order again at most once a second,
-      // while that is quick; a longer list is sorted once, when it is whole
+      // Sorted meanwhile by something else than id, the view is put in order again at most once
+      // a second while that is quick; a longer list is sorted once, when it is whole
       if (books.unsorted && books.all.length <= RESORT_WHILE_LOADING && performance.now() - lastSort > 1000) {
         books.refresh()
         lastSort = performance.now()
@@ -250,6 +252,14 @@ filterInput.addEventListener('input', () => {
   showCount()
   performance.measure('filter', 'filter-start')
 })
+
+/** The heading of the column the list is sorted by says so, and which way. */
+function showOrder (): void {
+  for (const header of headers) {
+    if (header.dataset.key === books.order.key) header.setAttribute('aria-sort', books.order.descending ? 'descending' : 'ascending')
+    else header.removeAttribute('aria-sort')
+  }
+}
 
 /** A long list is sorted in a worker, from this many books on; a short one at once. */
 const SORT_IN_WORKER = 20_000
@@ -300,8 +310,7 @@ async function sortBy (header: HTMLTableCellElement): Promise<void> {
     await inOrderOf(key)
   }
   books.sortBy(key)
-  for (const other of headers) other.removeAttribute('aria-sort')
-  header.setAttribute('aria-sort', books.order.descending ? 'descending' : 'ascending')
+  showOrder()
   table.scroller.scrollTop = 0
   table.show(books.view)
   table.draw()
