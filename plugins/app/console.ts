@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs'
-import { join } from 'node:path'
+import { join, relative, sep } from 'node:path'
 import fastifyStatic from '@fastify/static'
 import fp from 'fastify-plugin'
 import { PROJECT_ROOT } from '../../src/project-root.js'
@@ -67,9 +67,9 @@ export default fp<{ directory?: string }>(async function consolePages (fastify, 
       dotfiles: 'ignore',
       cacheControl: false,
       setHeaders (reply, path) {
-        reply.header('cache-control', path.includes('/assets/')
-          ? 'public, max-age=31536000, immutable'
-          : 'no-cache')
+        // Where the file is under the directory served, whatever directories hold that one
+        const hashed = relative(directory, path).startsWith(`assets${sep}`)
+        reply.header('cache-control', hashed ? 'public, max-age=31536000, immutable' : 'no-cache')
       }
     })
   })

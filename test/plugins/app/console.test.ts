@@ -116,8 +116,11 @@ t.test('without a build the console is not served, and the log says so', async (
 })
 
 t.test('a new build is served at once, page and bundles together, without a restart', async (t) => {
-  const directory = mkdtempSync(join(tmpdir(), 'bookkeeping-console-'))
-  t.teardown(() => rmSync(directory, { recursive: true, force: true }))
+  // Inside a directory named assets: only the console's own assets/ holds the hashed bundles
+  const outer = mkdtempSync(join(tmpdir(), 'bookkeeping-console-'))
+  t.teardown(() => rmSync(outer, { recursive: true, force: true }))
+  const directory = join(outer, 'assets', 'console')
+  mkdirSync(directory, { recursive: true })
   mkdirSync(join(directory, 'assets'))
   writeFileSync(join(directory, 'index.html'), '<script type="module" src="/console/assets/index-old.js"></script>')
   writeFileSync(join(directory, 'assets', 'index-old.js'), 'old()')
@@ -131,7 +134,9 @@ t.test('a new build is served at once, page and bundles together, without a rest
   mkdirSync(join(directory, 'assets'))
   writeFileSync(join(directory, 'index.html'), '<script type="module" src="/console/assets/index-new.js"></script>')
   writeFileSync(join(directory, 'assets', 'index-new.js'), 'new()')
-  t.match((await app.inject('/console/')).body, /index-new\.js/, 'the new page')
+  const page = await app.inject('/console/')
+  t.match(page.body, /index-new\.js/, 'the new page')
+  t.equal(page.headers['cache-control'], 'no-cache', 'checked again at every load, wherever the directory is')
   t.equal((await app.inject('/console/assets/index-new.js')).body, 'new()', 'and the bundle it loads')
   t.equal((await app.inject('/console/assets/index-old.js')).statusCode, 404, 'the old bundle is gone')
 })
