@@ -11,6 +11,7 @@
  */
 import createClient, { type Client } from 'openapi-fetch'
 import type { paths } from '../../src/console/bookkeeping-api.js'
+import { retryAfterSeconds } from '../../src/console/retry-after.js'
 
 export type BookkeepingApi = Client<paths>
 /** A book as the service answers it, from the document */
@@ -104,14 +105,6 @@ export function createBookkeepingClient (options: ClientOptions): BookkeepingApi
   }
 
   return createClient<paths>({ baseUrl, fetch: authorized })
-}
-
-/** `Retry-After` in seconds (it may also be an HTTP date), or null without one. */
-function retryAfterSeconds (response: Response): number | null {
-  const value = response.headers.get('Retry-After')
-  if (value === null) return null
-  const seconds = /^\d+$/.test(value) ? Number(value) : (Date.parse(value) - Date.now()) / 1000
-  return Number.isNaN(seconds) ? null : Math.max(0, Math.ceil(seconds))
 }
 
 /** One round of create, list, read, update and delete, each call typed from the document. */

@@ -11,6 +11,7 @@
 import createClient from 'openapi-fetch'
 import type { paths } from './bookkeeping-api.js'
 import type { Book } from './book-list.js'
+import { retryAfterSeconds } from './retry-after.js'
 
 const TOKEN_KEY = 'bookkeeping.token'
 
@@ -104,19 +105,11 @@ function answerOf<T> ({ data, error, response }: { data?: Answer<T>, error?: unk
   throw failureOf(response, error)
 }
 
-export function failureOf (response: Response, error?: unknown): ApiFailure {
+function failureOf (response: Response, error?: unknown): ApiFailure {
   const message = (error as { message?: unknown } | undefined)?.message
   return new ApiFailure(response.status,
     typeof message === 'string' ? message : `HTTP ${response.status} ${response.statusText}`.trim(),
     response.headers.get('X-Request-Id'), retryAfterSeconds(response))
-}
-
-/** `Retry-After` in seconds (it may also be an HTTP date), or null. */
-function retryAfterSeconds (response: Response): number | null {
-  const value = response.headers.get('Retry-After')
-  if (value === null) return null
-  const seconds = /^\d+$/.test(value) ? Number(value) : (Date.parse(value) - Date.now()) / 1000
-  return Number.isNaN(seconds) ? null : Math.max(0, Math.ceil(seconds))
 }
 
 /** Signs in: the token is kept for the calls that follow. */
