@@ -75,10 +75,8 @@ export class BookTable {
   }
 
   /** Focuses the button of a drawn row (after a dialog on that book closed). */
-  focusRow (id: number, action: RowAction): boolean {
-    const button = this.#body.querySelector<HTMLButtonElement>(`tr[data-id="${id}"] button[data-action="${action}"]`)
-    button?.focus()
-    return button != null
+  focusRow (id: number | string, action: RowAction, options?: FocusOptions): void {
+    this.#body.querySelector<HTMLButtonElement>(`tr[data-id="${id}"] button[data-action="${action}"]`)?.focus(options)
   }
 
   draw (): void {
@@ -91,8 +89,9 @@ export class BookTable {
     const to = Math.min(total, last + OVERSCAN)
 
     // A focused row button is drawn again: focus it again, without scrolling to it
-    const focused = this.#body.contains(document.activeElement)
-      ? document.activeElement!.closest('tr')?.dataset.id + ' ' + (document.activeElement as HTMLElement).dataset.action
+    const active = document.activeElement as HTMLElement | null
+    const focused = active !== null && this.#body.contains(active)
+      ? { id: active.closest('tr')?.dataset.id ?? '', action: active.dataset.action as RowAction }
       : null
 
     const rows: HTMLTableRowElement[] = []
@@ -106,10 +105,7 @@ export class BookTable {
       `${Math.max(0, height - top - (to - from) * this.#rowHeight)}px`
     this.#body.replaceChildren(this.#topSpacer, ...rows, this.#bottomSpacer)
 
-    if (focused !== null) {
-      const [id, action] = focused.split(' ')
-      this.#body.querySelector<HTMLElement>(`tr[data-id="${id}"] button[data-action="${action}"]`)?.focus({ preventScroll: true })
-    }
+    if (focused !== null) this.focusRow(focused.id, focused.action, { preventScroll: true })
     if (!this.#measured && rows.length > 0) {
       const measured = rows[0]!.getBoundingClientRect().height
       this.#measured = true

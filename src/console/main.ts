@@ -330,6 +330,14 @@ function changed (message: string, book: Book | null): void {
   }
 }
 
+/** A book someone else deleted meanwhile (the API answered 404): the list drops it too. */
+function goneIf404 (error: unknown, book: Book): void {
+  if (!(error instanceof ApiFailure) || error.status !== 404) return
+  books.remove(book.id)
+  table.show(books.view)
+  showCount()
+}
+
 // ---- Adding and editing
 
 const fields = {
@@ -342,13 +350,16 @@ const checks: Record<Field, (value: string) => string | null> = { title: textPro
 
 /** The book being edited; null while adding. */
 let editing: Book | null = null
-/** The key of the create being tried, kept while its body stays the same, so a repeat is stored once. */
+/**
+ * The key of a create that got no success, kept for the same book until one comes: a Retry,
+ * or the same book added again after the form was closed, is then stored once even if the
+ * first try was stored and only its answer was lost.
+ */
 let pendingCreate: { body: string, key: string } | null = null
 
 function check (field: Field): boolean {
   const problem = checks[field](fields[field].value)
-  const input = fields[field]
-  input.setAttribute('aria-invalid', String(problem !== null))
+  fields[field].setAttribute('aria-invalid', String(problem !== null))
   element(`book-${field}-problem`).textContent = problem ?? ''
   return problem === null
 }
@@ -359,7 +370,6 @@ for (const field of Object.keys(fields) as Field[]) {
 
 function openBookForm (book: Book | null): void {
   editing = book
-  pendingCreate = null
   element('book-dialog-title').textContent = book === null ? 'Add book' : 'Edit book'
   fields.title.value = book?.title ?? ''
   fields.author.value = book?.author ?? ''
@@ -408,7 +418,7 @@ bookForm.addEventListener('submit', (event) => {
     if (done !== null) changed(done.message, done.book)
   }, (error) => {
     if (error instanceof SignedOut) return
-    if (error instanceof ApiFailure && error.status === 404 && book !== null) books.remove(book.id)
+    if (book !== null) goneIf404(error, book)
     showProblem(problemOf(bookForm), error, () => bookForm.requestSubmit())
   })
 })
@@ -438,12 +448,7 @@ deleteForm.addEventListener('submit', (event) => {
     changed(message, null)
   }, (error) => {
     if (error instanceof SignedOut) return
-    if (error instanceof ApiFailure && error.status === 404) {
-      // Already gone: the list says so too
-      books.remove(book.id)
-      table.show(books.view)
-      showCount()
-    }
+    goneIf404(error, book)
     showProblem(problemOf(deleteForm), error, () => deleteForm.requestSubmit())
   })
 })
