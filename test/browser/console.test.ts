@@ -31,6 +31,12 @@ function alertWith (scope: Page, text: string): Promise<string> {
   return settle(async () => (await scope.getByRole('alert').filter({ hasText: text }).innerText()).trim(), () => true)
 }
 
+/** Whether a status line of the page reads exactly `message` (the API's, for an outcome), once it does. */
+async function statusReads (page: Page, message: string): Promise<boolean> {
+  const texts = await settle(() => page.getByRole('status').allTextContents(), (all) => all.map((text) => text.trim()).includes(message))
+  return texts.map((text) => text.trim()).includes(message)
+}
+
 /** `5,000`, as the status line writes a count. */
 const count = (n: number) => n.toLocaleString('en-US')
 /** `1 book`, `5,000 books`. */
@@ -73,8 +79,11 @@ t.test('the console', { skip: STORE_INDEPENDENT }, async (t) => {
     t.ok(await booksTable(page).isVisible(), 'the list of books is shown')
     t.ok(await page.getByRole('button', { name: 'Add book', exact: true }).isVisible(), 'with the Add book button')
     t.equal(await page.getByRole('alert').filter({ hasText: 'Invalid credentials' }).count(), 0, 'the old alert is gone')
-    t.equal(await storedToken(page), ((await accepted.json()) as { data: { token: string } }).data.token,
-      `the token the API gave is kept in sessionStorage['${TOKEN_KEY}']`)
+    const given = ((await accepted.json()) as { data: { token: string } }).data.token
+    t.equal(await storedToken(page), given, `the token the API gave is kept in sessionStorage['${TOKEN_KEY}']`)
+    t.equal(await page.evaluate(() => localStorage.length), 0, 'nothing in localStorage')
+    t.strictSame(await page.context().cookies(), [], 'no cookie')
+    t.notOk(page.url().includes(given), 'nor in the URL')
 
     await page.getByRole('button', { name: 'Sign out', exact: true }).click()
     await page.getByRole('heading', { name: 'Sign in' }).waitFor()
@@ -116,7 +125,8 @@ t.test('the console', { skip: STORE_INDEPENDENT }, async (t) => {
       dialog.getByRole('button', { name: 'Save', exact: true }).click()
     ])
     t.equal(created.status(), 201, 'the API created it')
-    const { id } = ((await created.json()) as { data: Book }).data
+    const { message: createdMessage, data: { id } } = (await created.json()) as { message: string, data: Book }
+    t.ok(await statusReads(page, createdMessage), `the API's message is shown as it is: ${createdMessage}`)
     await dialog.waitFor({ state: 'hidden' })
     await bookRow(page, 'Kindred').waitFor()
     t.strictSame((await shownBooks(page)).filter((book) => book[1] === 'Kindred'), [[String(id), 'Kindred', 'Octavia E. Butler', '1979']],
@@ -219,8 +229,11 @@ t.test('the console', { skip: STORE_INDEPENDENT }, async (t) => {
       dialog.getByRole('button', { name: 'Save', exact: true }).click()
     ])
     t.equal(updated.status(), 200, 'the API took the change')
+    const { message: updatedMessage } = (await updated.json()) as { message: string }
+    t.ok(await statusReads(page, updatedMessage), `the API's message is shown as it is: ${updatedMessage}`)
     await dialog.waitFor({ state: 'hidden' })
-    t.strictSame(await puts(), [{ path: `/book/${book.id}`, body: { year: 1975 } }], 'one PUT, whose body is exactly the changed year')
+    t.strictSame((await puts()).map(({ path, body }) => ({ path, body })), [{ path: `/book/${book.id}`, body: { year: 1975 } }],
+      'one PUT, whose body is exactly the changed year')
     t.strictSame(await settle(async () => (await shownBooks(page)).find((row) => row[0] === String(book.id)), (row) => row?.[3] === '1975'),
       [String(book.id), book.title, book.author, '1975'], 'the list shows the new year, the rest as it was')
     t.strictSame((await api.read(book.id)).body, { status: 200, message: 'Book retrieved successfully', data: { ...book, year: 1975 } },
@@ -252,6 +265,8 @@ t.test('the console', { skip: STORE_INDEPENDENT }, async (t) => {
       dialog.getByRole('button', { name: 'Delete', exact: true }).click()
     ])
     t.equal(deleted.status(), 200, 'the API deleted it')
+    const { message: deletedMessage } = (await deleted.json()) as { message: string }
+    t.ok(await statusReads(page, deletedMessage), `the API's message is shown as it is: ${deletedMessage}`)
     await dialog.waitFor({ state: 'hidden' })
     t.strictSame((await deletes()).map(({ path }) => path), [`/book/${book.id}`], 'one DELETE, of that book')
     t.equal(await settle(() => bookRow(page, book.title).count(), (n) => n === 0), 0, 'the book is gone from the list')
@@ -294,7 +309,10 @@ t.test('the console', { skip: STORE_INDEPENDENT }, async (t) => {
     t.equal(saved.status(), 200, 'and the save was carried out')
     await again.waitFor({ state: 'hidden' })
     await edit.waitFor({ state: 'hidden' })
-    t.strictSame((await puts()).map(({ body }) => body), [{ title: typed }, { title: typed }], 'the same change, sent again with the new token')
+    const sent = await puts()
+    t.strictSame(sent.map(({ body }) => body), [{ title: typed }, { title: typed }], 'the same change, sent again')
+    t.strictSame(sent.map(({ headers }) => headers.authorization), [expired, ((await accepted.json()) as { data: { token: string } }).data.token],
+      'first with the expired token, then with the new one, each bare')
     t.strictSame((await api.read(book.id)).body, { status: 200, message: 'Book retrieved successfully', data: { ...book, title: typed } },
       'the API has the title as typed before the session expired')
     await bookRow(page, typed).waitFor()
@@ -307,9 +325,25 @@ t.test('the console', { skip: STORE_INDEPENDENT }, async (t) => {
 
   t.test('every error shows its request id: a book deleted meanwhile (404), the database gone (503, then Retry)', async (t) => {
     const book = await api.create({ title: 'Pedro Páramo', author: 'Juan Rulfo', year: 1955 })
+    const edited = await api.create({ title: 'Los de abajo', author: 'Mariano Azuela', year: 1915 })
     const watched = await openPage(t, browser)
     const { page } = watched
     await signedIn(page, service.url)
+    const before = await loadedStatus(page)
+    t.equal((await service.request('DELETE', `/book/${edited.id}`, { token })).status, 200, 'someone else deletes a book')
+    await bookRow(page, edited.title).getByRole('button', { name: 'Edit', exact: true }).click()
+    const edit = page.getByRole('dialog', { name: 'Edit book' })
+    await edit.getByLabel('Year', { exact: true }).fill('1916')
+    const [gone] = await Promise.all([
+      nextResponse(page, 'PUT', /^\/book\//),
+      edit.getByRole('button', { name: 'Save', exact: true }).click()
+    ])
+    t.equal(gone.status(), 404, 'editing it: the API answers 404')
+    t.match(await alertWith(page, 'Book not found'), `Request id: ${gone.headers()['x-request-id']}`, 'an alert in the form says so, with the request id')
+    t.equal(await settle(() => bookRow(page, edited.title).count(), (n) => n === 0), 0, 'and the list no longer shows it')
+    t.equal(await loadedStatus(page), bookCount(Number(before.replace(/\D/g, '')) - 1), 'nor counts it')
+    await edit.getByRole('button', { name: 'Cancel', exact: true }).click()
+
     t.equal((await service.request('DELETE', `/book/${book.id}`, { token })).status, 200, 'someone else deletes the book')
 
     await bookRow(page, book.title).getByRole('button', { name: 'Delete', exact: true }).click()
@@ -340,6 +374,50 @@ t.test('the console', { skip: STORE_INDEPENDENT }, async (t) => {
     t.match(await loadedStatus(second.page), /^[\d,]+ books?$/, 'Retry, once the database is back, loads the list')
     expectQuiet(t, watched)
     expectQuiet(t, second)
+  })
+
+  t.test('a create that met a 503 is sent again with the same Idempotency-Key, also from a form opened again: stored once', async (t) => {
+    const watched = await openPage(t, browser)
+    const { page } = watched
+    const posts = await recordRequests(page, 'POST', /^\/book$/)
+    await signedIn(page, service.url)
+    const title = 'The Master and Margarita'
+    const addBook = async () => {
+      await page.getByRole('button', { name: 'Add book', exact: true }).click()
+      const dialog = page.getByRole('dialog', { name: 'Add book' })
+      await dialog.getByLabel('Title', { exact: true }).fill(title)
+      await dialog.getByLabel('Author', { exact: true }).fill('Mikhail Bulgakov')
+      await dialog.getByLabel('Year', { exact: true }).fill('1967')
+      return dialog
+    }
+
+    const allow = await refuseConnections(t, dbUrl)
+    let dialog = await addBook()
+    const [first] = await Promise.all([nextResponse(page, 'POST', /^\/book$/), dialog.getByRole('button', { name: 'Save', exact: true }).click()])
+    t.equal(first.status(), 503, 'the database is gone: 503')
+    const [second] = await Promise.all([
+      nextResponse(page, 'POST', /^\/book$/),
+      dialog.getByRole('button', { name: 'Retry', exact: true }).click()
+    ])
+    t.equal(second.status(), 503, 'Retry: 503 again')
+    await dialog.getByRole('button', { name: 'Cancel', exact: true }).click()
+
+    await allow()
+    dialog = await addBook()
+    const [third] = await Promise.all([nextResponse(page, 'POST', /^\/book$/), dialog.getByRole('button', { name: 'Save', exact: true }).click()])
+    t.equal(third.status(), 201, 'the same book added again once the database is back: 201')
+    const keys = (await posts()).map(({ headers }) => headers['idempotency-key'])
+    t.equal(keys.length, 3, 'three creates were sent')
+    t.match(keys[0], /^"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"$/, 'the first with a quoted random UUID as its key')
+    t.strictSame(keys, [keys[0], keys[0], keys[0]], 'each with the same key')
+    t.equal((await api.list()).filter((book) => book.title === title).length, 1, 'the API has the book once')
+
+    dialog = await addBook()
+    const [fourth] = await Promise.all([nextResponse(page, 'POST', /^\/book$/), dialog.getByRole('button', { name: 'Save', exact: true }).click()])
+    t.equal(fourth.status(), 201, 'added once more after that success')
+    t.not((await posts())[3]?.headers['idempotency-key'], keys[0], 'a new create after a success gets a new key')
+    t.equal((await api.list()).filter((book) => book.title === title).length, 2, 'and is a second book')
+    expectQuiet(t, watched)
   })
 
   t.test('a title that is HTML is shown as text: no element made of it, no script run', async (t) => {

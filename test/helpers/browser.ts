@@ -259,6 +259,8 @@ export interface SentRequest {
   path: string
   /** The body, parsed as JSON; null when there was none */
   body: unknown
+  /** The request's headers as sent, names in lower case */
+  headers: Record<string, string>
 }
 
 /**
@@ -274,10 +276,11 @@ export async function recordRequests (page: Page, method: string, path: RegExp):
   cdp.on('Network.requestWillBeSent', ({ requestId, request }) => {
     const { pathname } = new URL(request.url)
     if (request.method !== method || !path.test(pathname)) return
+    const headers = Object.fromEntries(Object.entries(request.headers).map(([name, value]) => [name.toLowerCase(), String(value)]))
     sent.push(request.hasPostData === true
       ? cdp.send('Network.getRequestPostData', { requestId })
-        .then(({ postData }) => ({ path: pathname, body: JSON.parse(postData) as unknown }))
-      : Promise.resolve({ path: pathname, body: null }))
+        .then(({ postData }) => ({ path: pathname, body: JSON.parse(postData) as unknown, headers }))
+      : Promise.resolve({ path: pathname, body: null, headers }))
   })
   return () => Promise.all(sent)
 }
