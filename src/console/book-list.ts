@@ -68,9 +68,7 @@ export class BookList {
     const previous = this.#filter
     this.#filter = text
     this.#matcher = text === '' ? null : new RegExp(escapeRegExp(text), 'i')
-    if (text === '') {
-      this.#rebuild()
-    } else if (previous !== '' && text.toLowerCase().includes(previous.toLowerCase())) {
+    if (previous !== '' && text !== '' && text.toLowerCase().includes(previous.toLowerCase())) {
       // Narrower than before: only the books still shown can match
       this.view = this.view.filter((book) => this.#matches(book))
     } else {
