@@ -68,8 +68,10 @@ export class BookList {
     const previous = this.#filter
     this.#filter = text
     this.#matcher = text === '' ? null : new RegExp(escapeRegExp(text), 'i')
-    if (previous !== '' && text !== '' && text.toLowerCase().includes(previous.toLowerCase())) {
-      // Narrower than before: only the books still shown can match
+    if (previous !== '' && text.includes(previous)) {
+      // Narrower than before (more typed around the same text): only the books still shown can
+      // match. The text itself, not lower-cased: the match folds case letter by letter, which
+      // lower-casing whole strings does not always do (İ lower-cases to two characters)
       this.view = this.view.filter((book) => this.#matches(book))
     } else {
       this.#rebuild()

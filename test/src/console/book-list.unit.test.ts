@@ -110,3 +110,12 @@ t.test('a filter matches titles and authors, case-blind, and takes its text lite
   list.setFilter('.')
   t.strictSame(list.view.map((book) => book.id), [3])
 })
+
+t.test('typing on, the filter finds what it would find typed at once, İ and ß included', async (t) => {
+  const list = new BookList()
+  list.append([{ id: 1, title: 'İstanbul', author: 'Orhan Pamuk', year: 2003 }, { id: 2, title: 'Straße', author: 'x', year: 1 }])
+  for (const [typed, found] of [['I', []], ['İ', [1]], ['İs', [1]], ['s', [1, 2]], ['st', [1, 2]], ['Stra', [2]], ['Straß', [2]]] as const) {
+    list.setFilter(typed)
+    t.strictSame(list.view.map((book) => book.id), found, JSON.stringify(typed))
+  }
+})
