@@ -1,7 +1,7 @@
-'use strict'
+import neostandard from 'neostandard'
 
-module.exports = require('neostandard')({
+export default neostandard({
   ts: true,
   // The generated client types keep openapi-typescript's own style (npm run client:types)
-  ignores: ['dist/**', 'coverage/**', '.tap/**', 'src/console/bookkeeping-api.d.ts']
+  ignores: ['dist/**', 'tools/dist/**', 'coverage/**', '.tap/**', 'console/bookkeeping-api.d.ts']
 })

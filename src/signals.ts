@@ -36,7 +36,7 @@ const SIGNALS = new Set<string | symbol>(['SIGINT', 'SIGTERM'])
 type Listener = (signal: NodeJS.Signals) => void
 
 /** close-with-grace as fastify-cli loads it: its listeners are the ones registered from there. */
-const CLOSE_WITH_GRACE = dirname(createRequire(require.resolve('fastify-cli/start.js')).resolve('close-with-grace')) + sep
+const CLOSE_WITH_GRACE = dirname(createRequire(createRequire(import.meta.url).resolve('fastify-cli/start.js')).resolve('close-with-grace')) + sep
 
 /** What close-with-grace would do with the next signal, by signal: close, later exit 1. */
 const graceful = new Map<NodeJS.Signals, Listener>()

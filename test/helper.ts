@@ -21,7 +21,7 @@ export function testEnv (dbUrl: string): Record<string, string> {
     SECRET_TOKEN: SECRET,
     AUTH_USERNAME: USERNAME,
     AUTH_PASSWORD: PASSWORD,
-    // Far above what any test file sends; test/plugins/external/rate-limit.test.ts checks the limit
+    // Far above what any test file sends; test/app/rate-limit.test.ts checks the limit
     TOKEN_RATE_LIMIT: '10000',
     TOKEN_USERNAME_RATE_LIMIT: '10000',
     // As the service does itself for `pglite:` URLs: PGlite's one session cannot hold the same

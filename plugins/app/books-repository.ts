@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import type { PostgresDb } from '@fastify/postgres'
 import fp from 'fastify-plugin'
-import type { LimitFunction } from 'p-limit' with { 'resolution-mode': 'import' }
+import pLimit, { type LimitFunction } from 'p-limit'
 import type { QueryResultRow } from 'pg'
 import { batched } from '../../src/db/batch.js'
 import { boundedQuery } from '../../src/db/bounded-query.js'
@@ -317,8 +317,6 @@ export function listingConnections (poolMax: number): number {
 }
 
 export default fp(async function booksRepository (fastify) {
-  // p-limit is an ES module; this file compiles to CommonJS
-  const { default: pLimit } = await import('p-limit')
   const listingQueries = pLimit(listingConnections(fastify.pg.pool.options.max))
   fastify.decorate('booksRepository', createBooksRepository(fastify.pg, listingQueries))
 }, { name: 'books-repository', dependencies: ['postgres', 'migrate'] })

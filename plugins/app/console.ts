@@ -5,7 +5,7 @@ import fp from 'fastify-plugin'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 import { refusedPathIsNotFound } from '../external/swagger-ui.js'
 
-/** Where `npm run build` puts the console (src/console/vite.config.mts). */
+/** Where `npm run build` puts the console (console/vite.config.mts). */
 export const CONSOLE_DIR = join(PROJECT_ROOT, 'dist', 'console')
 export const CONSOLE_PATH = '/console/'
 
@@ -20,7 +20,7 @@ export const CONSOLE_CSP = [
   "style-src 'self'",
   "img-src 'self'",
   "connect-src 'self'",
-  // The worker that sorts a long list (src/console/sort-worker.ts)
+  // The worker that sorts a long list (console/sort-worker.ts)
   "worker-src 'self'",
   "manifest-src 'self'",
   "base-uri 'none'",
@@ -30,7 +30,7 @@ export const CONSOLE_CSP = [
 
 /**
  * The web console at `/console/` (`GET /console` redirects there): the files `npm run build`
- * made of src/console, a page that uses only the public API with a token, like any client.
+ * made of console/, a page that uses only the public API with a token, like any client.
  * What is on disk is served, so a new `npm run build` is served at once, page and bundles
  * together (routes made per file at start-up would serve the new page with no route for its new
  * bundles). A path that is not a file is the service's ordinary `404 Route not found`, also one

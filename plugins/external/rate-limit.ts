@@ -1,4 +1,5 @@
 import { once } from 'node:events'
+import { createRequire } from 'node:module'
 import fastifyRateLimit, { type FastifyRateLimitStore, type FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
 import type { FastifyBaseLogger } from 'fastify'
 import fp from 'fastify-plugin'
@@ -32,7 +33,7 @@ type RedisStoreConstructor = new (continueExceeding: boolean | undefined, expone
 
 // The library's Redis store. Its index does not export it, but chooses it or its LRU; we need
 // it behind a store of ours (see SharedOrLocalStore)
-const RedisStore: RedisStoreConstructor = require('@fastify/rate-limit/store/RedisStore.js')
+const RedisStore: RedisStoreConstructor = createRequire(import.meta.url)('@fastify/rate-limit/store/RedisStore.js')
 
 /**
  * What the log may say of a Redis error: its message and code. ioredis errors also carry the

@@ -26,9 +26,9 @@ export interface EmbeddedStore {
  * create.
  */
 function compiled (name: string): string {
-  return __filename.endsWith('.js')
-    ? path.join(__dirname, name)
-    : path.join(path.resolve(__dirname, '..', '..'), 'dist', 'src', 'db', name)
+  return import.meta.filename.endsWith('.js')
+    ? path.join(import.meta.dirname, name)
+    : path.join(path.resolve(import.meta.dirname, '..', '..'), 'dist', 'src', 'db', name)
 }
 
 export function isEmbedded (dbUrl: string): boolean {

@@ -1,6 +1,6 @@
 /**
  * The limits of a book's fields, with no dependency: the API's schemas (book.ts) are built from
- * them, and the console (src/console) checks its form with them as one types, so both hold the
+ * them, and the console (console) checks its form with them as one types, so both hold the
  * same rules.
  */
 

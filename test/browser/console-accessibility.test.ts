@@ -1,5 +1,5 @@
 /**
- * The web console (src/console, at /console/) for every user and every screen: axe-core's checks,
+ * The web console (console, at /console/) for every user and every screen: axe-core's checks,
  * the keyboard alone with the focus always in sight, a phone's width, the dark scheme, and the
  * page's Content-Security-Policy. It also takes the screenshots of docs/ (console.png,
  * console-narrow-dark.png) of a few well-known books.
@@ -16,6 +16,7 @@ import {
 } from '../helpers/browser.js'
 import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { startService } from '../helpers/service.js'
+import { needsPrograms } from '../helpers/programs.js'
 
 t.setTimeout(60_000)
 
@@ -66,7 +67,7 @@ function describeViolations (violations: AccessibilityViolation[]): string {
     `${id} (${impact}): ${help}\n  at ${nodes.join(', ')}\n  ${summary.replace(/\n/g, '\n  ')}`).join('\n')
 }
 
-t.test('the console for every user', { skip: STORE_INDEPENDENT }, async (t) => {
+t.test('the console for every user', { skip: STORE_INDEPENDENT || needsPrograms('chromium') }, async (t) => {
   const dbUrl = await createDatabase(t)
   const [service, browser] = await Promise.all([startService(t, testEnv(dbUrl)), launchBrowser(t)])
   const token = await service.token()

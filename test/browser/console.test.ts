@@ -1,5 +1,5 @@
 /**
- * The web console (src/console, at /console/) end to end, as its user sees it: the service as a
+ * The web console (console, at /console/) end to end, as its user sees it: the service as a
  * real process, Debian's Chromium, and each flow through the page — signing in and out, adding,
  * filtering, sorting, editing and deleting books, a session that expires in the middle of an
  * edit — and the errors the API answers, each shown with its request id. The page's requests are
@@ -15,6 +15,7 @@ import {
 import { createDatabase, refuseConnections, STORE_INDEPENDENT } from '../helpers/database.js'
 import { startService } from '../helpers/service.js'
 import { mint, nowSeconds } from '../helpers/tokens.js'
+import { needsPrograms } from '../helpers/programs.js'
 
 t.setTimeout(60_000)
 
@@ -42,7 +43,7 @@ const count = (n: number) => n.toLocaleString('en-US')
 /** `1 book`, `5,000 books`. */
 const bookCount = (n: number) => `${count(n)} ${n === 1 ? 'book' : 'books'}`
 
-t.test('the console', { skip: STORE_INDEPENDENT }, async (t) => {
+t.test('the console', { skip: STORE_INDEPENDENT || needsPrograms('chromium') }, async (t) => {
   const dbUrl = await createDatabase(t)
   const [service, browser] = await Promise.all([startService(t, testEnv(dbUrl)), launchBrowser(t)])
   const token = await service.token()

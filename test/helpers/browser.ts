@@ -3,10 +3,11 @@
  * and what those tests read of a page (what it logged, axe-core's findings, where the focus is).
  */
 import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import type * as Axe from 'axe-core'
 import { chromium, type Browser, type BrowserContextOptions, type Locator, type Page, type Response } from 'playwright-core'
 import type { Test } from 'tap'
-import { ensureCommand } from '../../src/topology/debian-package.js'
+import { findProgram } from '../../tools/system-programs.js'
 import { PASSWORD, USERNAME } from '../helper.js'
 import { sleep } from './wait.js'
 
@@ -31,11 +32,11 @@ export const CHROMIUM_ARGS = [
 export const ACTION_TIMEOUT = 5000
 
 /**
- * Chromium, installed from Debian's package with apt-get when it is missing (as CI installs it),
+ * Debian's Chromium (`npm run setup:system` installs it; the tests skip without it, test/helpers/programs.ts),
  * closed when the test ends. One per test file: each test takes a context of its own from it.
  */
 export async function launchBrowser (t: Test): Promise<Browser> {
-  const executablePath = ensureCommand('chromium', 'chromium')
+  const executablePath = findProgram('chromium')
   const browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS, timeout: 30_000 })
   t.teardown(() => browser.close())
   return browser
@@ -103,7 +104,7 @@ export async function settle<T> (read: () => Promise<T>, done: (value: T) => boo
   }
 }
 
-const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8')
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
 
 export interface AccessibilityViolation {
   id: string
@@ -211,7 +212,7 @@ export function expectQuiet (t: Test, { cspViolations, pageErrors, dialogs }: Wa
   t.strictSame(dialogs, [], 'no native dialog (alert, confirm) opened')
 }
 
-// The console (src/console, at /console/), found the way its user finds things: by role and name
+// The console (console, at /console/), found the way its user finds things: by role and name
 
 /** Where the console keeps the token, read at every call. */
 export const TOKEN_KEY = 'bookkeeping.token'

@@ -11,7 +11,7 @@ import pg from 'pg'
 import type { Test } from 'tap'
 import { startEmbedded } from '../../src/db/embedded.js'
 import { INITDB_ARGS } from '../../src/db/embedded-settings.js'
-import { startPgbouncer } from '../../src/topology/pgbouncer.js'
+import { startPgbouncer } from '../../tools/topology/pgbouncer.js'
 import { waitUntil, withTimeout } from './wait.js'
 
 export const ADMIN_URL = process.env.TEST_DB_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
@@ -26,7 +26,7 @@ function serverAnswers (): boolean {
 
 /**
  * The store the tests run on: `TEST_STORE=postgres` or `pglite`, or `pgbouncer` (the server,
- * reached through PgBouncer in transaction pooling, src/topology/pgbouncer.ts); unset, the
+ * reached through PgBouncer in transaction pooling, tools/topology/pgbouncer.ts); unset, the
  * PostgreSQL server at TEST_DB_URL when one answers, else PGlite (src/db/embedded.ts), started
  * per test file.
  */
@@ -61,7 +61,7 @@ export const STORE_INDEPENDENT = STORE === 'pglite' && 'does not depend on the s
  * src/db/embedded-settings.ts has initdb create a cluster.
  */
 const PGLITE_VERSION = (JSON.parse(fs.readFileSync(
-  path.join(__dirname, '..', '..', 'node_modules', '@electric-sql', 'pglite', 'package.json'), 'utf8')) as { version: string }).version
+  path.join(import.meta.dirname, '..', '..', 'node_modules', '@electric-sql', 'pglite', 'package.json'), 'utf8')) as { version: string }).version
 const INITDB_KEY = createHash('sha256').update(INITDB_ARGS.join(' ')).digest('hex').slice(0, 8)
 const PGLITE_TEMPLATE = path.join(os.tmpdir(), `bookkeeping-pglite-${PGLITE_VERSION}-${INITDB_KEY}.tar`)
 

@@ -26,8 +26,8 @@ import { withTimeout } from '../helpers/wait.js'
 t.setTimeout(60_000)
 
 const EXAMPLES = join(PROJECT_ROOT, 'docs', 'examples')
-/** The generated types, which the typed client example and the console (src/console) use */
-const CLIENT_TYPES = 'src/console/bookkeeping-api.d.ts'
+/** The generated types, which the typed client example and the console (console) use */
+const CLIENT_TYPES = 'console/bookkeeping-api.d.ts'
 const BOOK = { title: 'Dune', author: 'Frank Herbert', year: 1965 }
 const STEPS = ['created', 'listed', 'read', 'updated', 'deleted'] as const
 /** How long one run of an example may take: a wait of 5 s and a few requests */

@@ -1,5 +1,5 @@
 /**
- * The primary killed under load in the high-availability topology (src/topology/ha.ts: Patroni,
+ * The primary killed under load in the high-availability topology (tools/topology/ha.ts: Patroni,
  * etcd, synchronous replication, HAProxy by GET /primary): clients create books with
  * Idempotency-Keys and send every failed or unanswered create again with its key. While the
  * standby takes over, the service answers 503 within its 5 s bound (never 500), serves again
@@ -9,13 +9,14 @@
 import fs from 'node:fs'
 import pg from 'pg'
 import t from 'tap'
-import { checkTimings, HAPROXY_POSTGRES_CONFIG } from '../../src/topology/haproxy.js'
-import { startHaTopology } from '../../src/topology/ha.js'
+import { checkTimings, HAPROXY_POSTGRES_CONFIG } from '../../tools/topology/haproxy.js'
+import { startHaTopology } from '../../tools/topology/ha.js'
 import { testEnv } from '../helper.js'
 import { NEEDS_DIRECT_SERVER, pgClient } from '../helpers/database.js'
 import { checkRecovery, checkStoredExactlyOnce, startIdempotentCreates } from '../helpers/idempotent-creates.js'
 import { startService } from '../helpers/service.js'
 import { sleep, waitUntil } from '../helpers/wait.js'
+import { needsPrograms, PG_SERVER } from '../helpers/programs.js'
 
 t.setTimeout(180_000)
 
@@ -44,7 +45,7 @@ function writable (url: string, ms: number): Promise<number> {
   }, ms, `${url} to accept writes`, 50).then(() => performance.now())
 }
 
-t.test('the primary killed under load: 503s within the bound, served again within seconds of the promotion, every acknowledged create stored once', { skip: NEEDS_DIRECT_SERVER }, async (t) => {
+t.test('the primary killed under load: 503s within the bound, served again within seconds of the promotion, every acknowledged create stored once', { skip: NEEDS_DIRECT_SERVER || needsPrograms('patroni', 'etcd', 'haproxy', PG_SERVER) }, async (t) => {
   const ha = await startHaTopology()
   t.teardown(() => ha.stop())
   const admin = await pgClient(t, ha.url('postgres'))

@@ -5,18 +5,19 @@
  * service answers 503 within its 5 s bound (never 500), serves again without a restart within
  * seconds of the server's being back, and every acknowledged create is stored exactly once.
  *
- * On a plain server of the test's own (src/topology/postgres.ts), not on a Patroni node: Patroni
+ * On a plain server of the test's own (tools/topology/postgres.ts), not on a Patroni node: Patroni
  * starts a PostgreSQL it finds stopped, so a pg_ctl restart behind its back races Patroni's own
  * start (and Patroni restarts a node itself: `patronictl restart`, which stops and starts it
  * the same way).
  */
 import t from 'tap'
-import { startPostgres } from '../../src/topology/postgres.js'
+import { startPostgres } from '../../tools/topology/postgres.js'
 import { testEnv } from '../helper.js'
 import { NEEDS_DIRECT_SERVER, pgClient } from '../helpers/database.js'
 import { checkRecovery, checkStoredExactlyOnce, startIdempotentCreates } from '../helpers/idempotent-creates.js'
 import { startService } from '../helpers/service.js'
 import { sleep, waitUntil } from '../helpers/wait.js'
+import { needsPrograms, PG_SERVER } from '../helpers/programs.js'
 
 t.setTimeout(120_000)
 
@@ -26,7 +27,7 @@ const PREFIX = 'restart'
 const BEFORE_MS = 2000
 const AFTER_MS = 2000
 
-t.test('pg_ctl restart -m fast under load: 503s within the bound, served again within seconds, every acknowledged create stored once', { skip: NEEDS_DIRECT_SERVER }, async (t) => {
+t.test('pg_ctl restart -m fast under load: 503s within the bound, served again within seconds, every acknowledged create stored once', { skip: NEEDS_DIRECT_SERVER || needsPrograms(PG_SERVER) }, async (t) => {
   const server = await startPostgres()
   t.teardown(() => server.stop())
   const admin = await pgClient(t, server.url('postgres'))

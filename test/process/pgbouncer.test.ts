@@ -6,12 +6,13 @@
  */
 import t, { type Test } from 'tap'
 import { STATEMENT_TIMEOUT_MS } from '../../src/db/time-bounds.js'
-import { startPgbouncer } from '../../src/topology/pgbouncer.js'
+import { startPgbouncer } from '../../tools/topology/pgbouncer.js'
 import { testEnv } from '../helper.js'
 import { ADMIN_URL, createDatabase, NEEDS_DIRECT_SERVER, pgClient, waitForSessionsOnLock } from '../helpers/database.js'
 import { BOUND_SLACK, UNAVAILABLE } from '../helpers/health.js'
 import { type Service, startService } from '../helpers/service.js'
 import { waitUntil } from '../helpers/wait.js'
+import { needsPrograms } from '../helpers/programs.js'
 
 t.setTimeout(90_000)
 
@@ -28,7 +29,7 @@ async function behindPgbouncer (t: Test) {
   return { dbUrl, pgbouncer, url: pgbouncer.url(dbUrl) }
 }
 
-t.test('across restarts of the service and of PgBouncer, with only DB_URL set', { skip: NEEDS_DIRECT_SERVER }, async (t) => {
+t.test('across restarts of the service and of PgBouncer, with only DB_URL set', { skip: NEEDS_DIRECT_SERVER || needsPrograms('pgbouncer') }, async (t) => {
   const { pgbouncer, url } = await behindPgbouncer(t)
   const env = testEnv(url)
 
@@ -73,7 +74,7 @@ t.test('across restarts of the service and of PgBouncer, with only DB_URL set', 
   await stop(t, service)
 })
 
-t.test('instances starting together migrate once, and no lock outlives its transaction', { skip: NEEDS_DIRECT_SERVER }, async (t) => {
+t.test('instances starting together migrate once, and no lock outlives its transaction', { skip: NEEDS_DIRECT_SERVER || needsPrograms('pgbouncer') }, async (t) => {
   const { dbUrl, url } = await behindPgbouncer(t)
   const services = await Promise.all([1, 2, 3].map(() => startService(t, testEnv(url))))
   const admin = await pgClient(t, dbUrl)
@@ -89,7 +90,7 @@ t.test('instances starting together migrate once, and no lock outlives its trans
   await Promise.all(services.map((service) => stop(t, service)))
 })
 
-t.test('a statement stuck on a lock is cut off by the server within its bound', { skip: NEEDS_DIRECT_SERVER }, async (t) => {
+t.test('a statement stuck on a lock is cut off by the server within its bound', { skip: NEEDS_DIRECT_SERVER || needsPrograms('pgbouncer') }, async (t) => {
   const { dbUrl, url } = await behindPgbouncer(t)
   const service = await startService(t, testEnv(url))
   const token = await service.token()

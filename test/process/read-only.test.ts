@@ -4,17 +4,18 @@
  * such servers: a hot standby (reached after the address the service connects to came to lead
  * to it; the service could not start on one, its migrations write), and a primary switched to
  * read-only (`default_transaction_read_only`, SQLSTATE 25006). Servers of the test's own
- * (src/topology/postgres.ts).
+ * (tools/topology/postgres.ts).
  */
 import pg from 'pg'
 import t, { type Test } from 'tap'
-import { startPostgres } from '../../src/topology/postgres.js'
+import { startPostgres } from '../../tools/topology/postgres.js'
 import { testEnv } from '../helper.js'
 import { NEEDS_DIRECT_SERVER, pgClient } from '../helpers/database.js'
 import type { Service } from '../helpers/service.js'
 import { startService } from '../helpers/service.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 import { waitUntil } from '../helpers/wait.js'
+import { needsPrograms, PG_SERVER } from '../helpers/programs.js'
 
 t.setTimeout(90_000)
 
@@ -40,7 +41,7 @@ async function expectUnavailable (t: Test, service: Service, token: string, requ
   }
 }
 
-t.test('the service led to a hot standby: GET and POST 503, no connection kept; led back to the primary, it serves without a restart', { skip: NEEDS_DIRECT_SERVER }, async (t) => {
+t.test('the service led to a hot standby: GET and POST 503, no connection kept; led back to the primary, it serves without a restart', { skip: NEEDS_DIRECT_SERVER || needsPrograms(PG_SERVER) }, async (t) => {
   const primary = await startPostgres()
   t.teardown(() => primary.stop())
   const standby = await startPostgres({ standbyOf: primary })
@@ -77,7 +78,7 @@ t.test('the service led to a hot standby: GET and POST 503, no connection kept; 
   t.equal(service.exit, null, 'the service kept running: no restart')
 })
 
-t.test('a primary switched to read-only: POST 503 and its connection discarded; switched back, served without a restart', { skip: NEEDS_DIRECT_SERVER }, async (t) => {
+t.test('a primary switched to read-only: POST 503 and its connection discarded; switched back, served without a restart', { skip: NEEDS_DIRECT_SERVER || needsPrograms(PG_SERVER) }, async (t) => {
   const primary = await startPostgres()
   t.teardown(() => primary.stop())
   const admin = await pgClient(t, primary.url('postgres'))

@@ -1,5 +1,5 @@
 /**
- * `npm run cluster` (src/cluster.ts), run as npm runs its script (after its build, which
+ * `npm run cluster` (tools/cluster.ts), run as npm runs its script (after its build, which
  * `npm test` has done): it refuses the embedded database with one line; it says where it is,
  * serves through HAProxy, restarts its instances one after another on SIGUSR2, and a Ctrl-C
  * (SIGINT to its process group, then once more as npm forwards it) stops every process it
@@ -14,6 +14,7 @@ import { createDatabase, STORE } from '../helpers/database.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 import { probe, Service } from '../helpers/service.js'
 import { withTimeout } from '../helpers/wait.js'
+import { needsPrograms } from '../helpers/programs.js'
 
 t.setTimeout(120_000)
 
@@ -50,7 +51,7 @@ t.test('refuses the embedded database with one line, starting nothing', async (t
   t.equal(cluster.stdout, '', 'nothing else')
 })
 
-t.test('serves through HAProxy, restarts on SIGUSR2, and stops everything once on Ctrl-C', { skip: NEEDS_POSTGRES }, async (t) => {
+t.test('serves through HAProxy, restarts on SIGUSR2, and stops everything once on Ctrl-C', { skip: NEEDS_POSTGRES || needsPrograms('haproxy', 'pgbouncer') }, async (t) => {
   const dbUrl = await createDatabase(t)
   const cluster = spawnCluster(t, { ...testEnv(dbUrl), SHUTDOWN_DELAY_MS: '1500' })
   await cluster.waitFor(() => cluster.stderr.includes('Ctrl-C stops all of it'), 60_000, 'the cluster to say where it is')

@@ -10,15 +10,16 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
-import { CLUSTER_SHUTDOWN_DELAY_MS } from '../../src/cluster.js'
+import { CLUSTER_SHUTDOWN_DELAY_MS } from '../../tools/cluster.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
-import { ensureCommand } from '../../src/topology/debian-package.js'
+import { findProgram } from '../../tools/system-programs.js'
 import {
   HAPROXY_CONFIG, HAPROXY_POSTGRES_CONFIG, MAX_INSTANCES, MAX_POSTGRES_NODES, checkTimings, postgresServerName, serverName,
   startHaproxy, startPostgresHaproxy
-} from '../../src/topology/haproxy.js'
-import { PATRONI_CONFIG } from '../../src/topology/patroni.js'
+} from '../../tools/topology/haproxy.js'
+import { PATRONI_CONFIG } from '../../tools/topology/patroni.js'
 import { closedPort } from '../helpers/service.js'
+import { needsPrograms } from '../helpers/programs.js'
 
 const DEPLOY = path.join(PROJECT_ROOT, 'docs', 'deploy')
 const read = (file: string) => fs.readFileSync(path.join(DEPLOY, file), 'utf8')
@@ -29,8 +30,8 @@ const GRACE_MS = Number(/ -g (\d+) /.exec(START_SCRIPT)?.[1])
 
 const timings = checkTimings()
 
-t.test('HAProxy has one server per INSTANCE_n given, one to three', async (t) => {
-  const haproxy = ensureCommand('haproxy', 'haproxy')
+t.test('HAProxy has one server per INSTANCE_n given, one to three', { skip: needsPrograms('haproxy') }, async (t) => {
+  const haproxy = findProgram('haproxy')
   // `-c` binds nothing, but wants a port that could be bound
   const bind = `127.0.0.1:${await closedPort()}`
   const check = (env: Record<string, string>) => spawnSync(haproxy, ['-c', '-f', HAPROXY_CONFIG], {
@@ -93,8 +94,8 @@ t.test('the Kubernetes example: probes, delay, and a grace period that covers th
   t.notMatch(manifest, /^\s*preStop:/m, 'no preStop hook')
 })
 
-t.test('HAProxy for PostgreSQL has one server per PG_NODE_n given, checked on Patroni\'s GET /primary', async (t) => {
-  const haproxy = ensureCommand('haproxy', 'haproxy')
+t.test('HAProxy for PostgreSQL has one server per PG_NODE_n given, checked on Patroni\'s GET /primary', { skip: needsPrograms('haproxy') }, async (t) => {
+  const haproxy = findProgram('haproxy')
   const bind = `127.0.0.1:${await closedPort()}`
   const check = (env: Record<string, string>) => spawnSync(haproxy, ['-c', '-f', HAPROXY_POSTGRES_CONFIG], {
     env: { PATH: process.env.PATH, POSTGRES_BIND: bind, ...env }, encoding: 'utf8'
@@ -121,8 +122,8 @@ t.test('HAProxy for PostgreSQL has one server per PG_NODE_n given, checked on Pa
   t.ok(markedDownWithin <= 2000 && markedUpWithin <= 2000, `a node out within ${markedDownWithin} ms, in within ${markedUpWithin} ms`)
 })
 
-t.test('Patroni accepts its file (with the variables the scripts set), with timings it allows', async (t) => {
-  const patroni = ensureCommand('patroni', 'patroni')
+t.test('Patroni accepts its file (with the variables the scripts set), with timings it allows', { skip: needsPrograms('patroni') }, async (t) => {
+  const patroni = findProgram('patroni')
   const config = read('patroni.yml')
   const setting = (key: string) => Number(new RegExp(`^\\s+${key}: (\\d+)$`, 'm').exec(config)?.[1])
   const [ttl, loopWait, retryTimeout] = [setting('ttl'), setting('loop_wait'), setting('retry_timeout')]

@@ -1,16 +1,17 @@
 /**
  * A deploy under load (docs/deployment.md): three instances behind the example HAProxy
- * (docs/deploy/haproxy.cfg), through PgBouncer, started by src/cluster.ts as `npm run cluster`
+ * (docs/deploy/haproxy.cfg), through PgBouncer, started by tools/cluster.ts as `npm run cluster`
  * starts them. Keep-alive clients read, create and update through HAProxy while every instance is
  * restarted in turn (SIGTERM, its exit, a new process on its port, back in rotation), three times
  * over. Nothing is lost: no 5xx, no reset, no timeout, every answer the one expected, and every
  * create acknowledged with 201 is stored exactly once, with nothing else stored.
  */
 import t from 'tap'
-import { startCluster } from '../../src/cluster.js'
+import { startCluster } from '../../tools/cluster.js'
 import { testEnv } from '../helper.js'
 import { createDatabase, NEEDS_DIRECT_SERVER, pgClient } from '../helpers/database.js'
 import { EXPECTED_STATUS, startMixedLoad, summary } from '../helpers/mixed-load.js'
+import { needsPrograms } from '../helpers/programs.js'
 
 t.setTimeout(240_000)
 
@@ -18,7 +19,7 @@ const ROUNDS = 3
 const CLIENTS = 8
 const BOOKS = 20
 
-t.test('restarting each of three instances in turn, three times over, under load, loses no request', { skip: NEEDS_DIRECT_SERVER }, async (t) => {
+t.test('restarting each of three instances in turn, three times over, under load, loses no request', { skip: NEEDS_DIRECT_SERVER || needsPrograms('haproxy', 'pgbouncer') }, async (t) => {
   const dbUrl = await createDatabase(t)
   // Shorter than the examples' 3 s, for nine restarts in CI, and still above HAProxy's 1.25 s
   const cluster = await startCluster({ dbUrl, env: { ...testEnv(dbUrl), LOG_LEVEL: 'warn', SHUTDOWN_DELAY_MS: '2000' } })

@@ -1,0 +1,224 @@
+'use strict'
+/**
+ * What the benchmarks share (tools/bench/run.cjs, topology.cjs, stream.cjs, load.cjs,
+ * embedded-start.cjs): the service, its database, its clients, reading a process's memory, the
+ * median of runs, and undoing what a run started.
+ */
+const { randomBytes } = require('node:crypto')
+const fs = require('node:fs')
+const http = require('node:http')
+const net = require('node:net')
+const os = require('node:os')
+const path = require('node:path')
+const pg = require('pg')
+
+const ROOT = path.resolve(__dirname, '..', '..')
+const ADMIN_URL = process.env.TEST_DB_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+const USERNAME = 'bench'
+const PASSWORD = randomBytes(12).toString('base64url')
+
+/** A connected client; its errors surface in the queries, not as an unhandled 'error'. */
+async function connect (url = ADMIN_URL) {
+  const client = new pg.Client({ connectionString: url, application_name: 'bookkeeping-bench' })
+  client.on('error', () => {})
+  await client.connect()
+  return client
+}
+
+/** `fn(client)` on a connection of its own, closed afterwards. */
+async function admin (fn, url = ADMIN_URL) {
+  const client = await connect(url)
+  try {
+    return await fn(client)
+  } finally {
+    await client.end()
+  }
+}
+
+function databaseUrl (name) {
+  const url = new URL(ADMIN_URL)
+  url.pathname = `/${name}`
+  return url.toString()
+}
+
+function freePort () {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+/**
+ * The service as `npm start` starts it: package.json's start command through `/bin/sh -c`, as
+ * npm runs it (its `exec` makes the spawned pid the service itself), with node_modules/.bin on
+ * PATH; `env` is added to the environment.
+ */
+function serviceCommand (env) {
+  const { start } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts
+  // BENCH_WORKERS > 1: the same command line, run by that many node:cluster workers
+  const workers = Number(process.env.BENCH_WORKERS || 1)
+  const command = workers > 1
+    ? start.replace(/^exec fastify start /, `exec node ${path.join(__dirname, 'cluster.cjs')} `)
+    : start
+  if (workers > 1 && command === start) throw new Error(`npm start is not \`exec fastify start ...\`: ${start}`)
+  return {
+    start: command,
+    command: '/bin/sh',
+    args: ['-c', command],
+    env: {
+      PATH: `${path.join(ROOT, 'node_modules', '.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
+      HOME: process.env.HOME ?? os.tmpdir(),
+      AUTH_USERNAME: USERNAME,
+      AUTH_PASSWORD: PASSWORD,
+      HOST: '127.0.0.1',
+      BENCH_WORKERS: String(workers),
+      ...env
+    }
+  }
+}
+
+/** SIGTERM, then SIGKILL when the process is still there after `killAfterMs`. */
+async function stopChild (child, killAfterMs) {
+  if (child.exitCode !== null || child.signalCode !== null) return
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  child.kill('SIGTERM')
+  const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs)
+  await exited
+  clearTimeout(timer)
+}
+
+/**
+ * Runs `main(bench)` and undoes what it started, once, when it ends, fails or is interrupted
+ * (SIGINT, SIGTERM, SIGHUP): the child processes given to `bench.track` (SIGTERM, SIGKILL after
+ * 10 s), then what was given to `bench.onCleanup`, last first, then the database of
+ * `bench.createDatabase`. `bench.tmpDir` is a new directory named after `label`, kept: the raw
+ * results are written there. A failure prints its stack and sets exit code 1; after a signal,
+ * the failures of the run being torn down are expected and not printed.
+ */
+function runBenchmark (label, main) {
+  const children = new Set()
+  const stoppers = []
+  let dbName = null
+  let cleaning = null
+  const cleanup = () => {
+    cleaning ??= (async () => {
+      await Promise.all([...children].map((child) => stopChild(child, 10_000)))
+      for (const stop of stoppers.reverse()) await stop().catch((err) => console.error(`bench: ${err.message}`))
+      if (dbName !== null) {
+        await admin((client) => client.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`))
+          .catch((err) => console.error(`bench: could not drop database ${dbName}: ${err.message}`))
+      }
+    })()
+    return cleaning
+  }
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.once(signal, () => {
+      console.error(`\nbench: ${signal}, stopping what the run started and dropping its database`)
+      cleanup().finally(() => process.exit(128 + os.constants.signals[signal]))
+    })
+  }
+  const bench = {
+    tmpDir: fs.mkdtempSync(path.join(os.tmpdir(), `bookkeeping-${label}-`)),
+    track (child) {
+      children.add(child)
+      child.once('exit', () => children.delete(child))
+      return child
+    },
+    onCleanup (stop) {
+      stoppers.push(stop)
+    },
+    /** A new database, dropped at the end: its URL, and the server's version for the header. */
+    async createDatabase () {
+      const name = `bookkeeping_bench_${randomBytes(6).toString('hex')}`
+      await admin((client) => client.query(`CREATE DATABASE ${name}`))
+      dbName = name
+      const pgVersion = await admin(async (client) => (await client.query('SHOW server_version')).rows[0].server_version)
+      return { dbUrl: databaseUrl(name), pgVersion }
+    }
+  }
+  main(bench).then(
+    () => cleanup(),
+    async (err) => {
+      if (cleaning !== null) return
+      console.error(`bench: ${err.stack ?? err}`)
+      await cleanup()
+      process.exitCode = 1
+    }
+  )
+}
+
+/** A small request on a fresh connection; the body is read whole and parsed as JSON when it is JSON. */
+function request (port, method, path, { token, body, timeoutMs = 10_000 } = {}) {
+  return new Promise((resolve, reject) => {
+    const headers = {}
+    if (token !== undefined) headers.authorization = token
+    let payload
+    if (body !== undefined) {
+      payload = JSON.stringify(body)
+      headers['content-type'] = 'application/json'
+      headers['content-length'] = Buffer.byteLength(payload)
+    }
+    const started = performance.now()
+    const req = http.request({ host: '127.0.0.1', port, method, path, headers, agent: false, timeout: timeoutMs }, (res) => {
+      const chunks = []
+      res.on('data', (chunk) => chunks.push(chunk))
+      res.on('error', reject)
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8')
+        let json = null
+        try {
+          json = JSON.parse(text)
+        } catch {}
+        resolve({ status: res.statusCode, text, json, ms: performance.now() - started })
+      })
+    })
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)))
+    req.on('error', reject)
+    req.end(payload)
+  })
+}
+
+async function issueToken (port) {
+  const response = await request(port, 'POST', '/token', { body: { username: USERNAME, password: PASSWORD } })
+  if (response.status !== 200) throw new Error(`POST /token answered ${response.status}: ${response.text.slice(0, 200)}`)
+  return response.json.data.token
+}
+
+/** VmRSS and VmHWM (the kernel's own peak) of `pid` in bytes, or null when the process is gone. */
+function readMemory (pid) {
+  try {
+    const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
+    const bytes = (name) => Number(new RegExp(`${name}:\\s+(\\d+) kB`).exec(status)[1]) * 1024
+    return { rss: bytes('VmRSS'), hwm: bytes('VmHWM') }
+  } catch {
+    return null
+  }
+}
+
+function median (values) {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+}
+
+module.exports = {
+  readMemory,
+  median,
+  ROOT,
+  ADMIN_URL,
+  USERNAME,
+  PASSWORD,
+  connect,
+  admin,
+  databaseUrl,
+  freePort,
+  serviceCommand,
+  stopChild,
+  runBenchmark,
+  request,
+  issueToken
+}

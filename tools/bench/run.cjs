@@ -1,0 +1,262 @@
+'use strict'
+
+/**
+ * `npm run bench`: the service (started exactly as `npm start` does) against the hand-written
+ * reference server (tools/bench/reference.cjs), on one fresh database, same machine, same client.
+ *
+ * Environment: BENCH_SECONDS (per measured run, default 5), ROUNDS (default 3), TEST_DB_URL
+ * (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_CLIENT=autocannon to skip wrk,
+ * BENCH_ONLY (run only the scenarios whose name contains it).
+ *
+ * Prints one table and writes the raw numbers as JSON under os.tmpdir(); nothing in the
+ * repository changes. Exits 0 when it ran, whatever the numbers: this is not a test.
+ */
+
+const { spawn } = require('node:child_process')
+const { randomBytes } = require('node:crypto')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { setTimeout: sleep } = require('node:timers/promises')
+const {
+  ROOT, USERNAME, PASSWORD, admin, freePort, serviceCommand, runBenchmark, request, issueToken
+} = require('./common.cjs')
+const {
+  SECONDS, ROUNDS, ONLY, WARMUP_SECONDS, CONNECTIONS, THREADS, BOOKS, BOOK_BODY, SCENARIOS,
+  resetTable, chooseClient, createRunner, summarise, describe
+} = require('./load.cjs')
+
+const START_TIMEOUT_MS = 20_000
+
+const SECRET = randomBytes(36).toString('base64url') // 48 characters
+
+// --- processes --------------------------------------------------------------------------------
+
+/** Polls POST /token until it answers 200; fails when the process exits first. */
+async function waitUntilReady (name, child, port, logPath) {
+  const deadline = Date.now() + START_TIMEOUT_MS
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`${name} exited (${child.exitCode ?? child.signalCode}) before it answered\n${tail(logPath)}`)
+    }
+    try {
+      await issueToken(port)
+      return
+    } catch (err) {
+      if (Date.now() > deadline) throw new Error(`${name} did not answer within ${START_TIMEOUT_MS} ms: ${err.message}\n${tail(logPath)}`)
+    }
+    await sleep(100)
+  }
+}
+
+function tail (file) {
+  try {
+    return `--- last lines of ${file} ---\n${fs.readFileSync(file, 'utf8').split('\n').slice(-30).join('\n')}`
+  } catch {
+    return ''
+  }
+}
+
+/** The service as `npm start` runs it (its prestart build is done by `npm run bench`). */
+async function startService (track, dbUrl, logPath) {
+  const port = await freePort()
+  const { command, args, env } = serviceCommand({
+    DB_URL: dbUrl,
+    SECRET_TOKEN: SECRET,
+    PORT: String(port),
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+    // /token is measured, not the limiters
+    TOKEN_RATE_LIMIT: '1000000000',
+    TOKEN_USERNAME_RATE_LIMIT: '1000000000'
+  })
+  const log = fs.openSync(logPath, 'a')
+  const child = track(spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', log, log] }))
+  fs.closeSync(log)
+  await waitUntilReady('the service', child, port, logPath)
+  return { name: 'service', url: `http://127.0.0.1:${port}`, port, child }
+}
+
+async function startReference (track, dbUrl, logPath) {
+  const port = await freePort()
+  const log = fs.openSync(logPath, 'a')
+  const child = track(spawn(process.execPath, [path.join(__dirname, 'reference.cjs')], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      DB_URL: dbUrl,
+      SECRET_TOKEN: SECRET,
+      AUTH_USERNAME: USERNAME,
+      AUTH_PASSWORD: PASSWORD,
+      PORT: String(port),
+      HOST: '127.0.0.1'
+    },
+    stdio: ['ignore', log, log]
+  }))
+  fs.closeSync(log)
+  await waitUntilReady('the reference server', child, port, logPath)
+  return { name: 'reference', url: `http://127.0.0.1:${port}`, port, child }
+}
+
+/**
+ * Both servers must answer the benchmarked requests alike before their speed means anything.
+ * Returns the differences found (printed, not fatal).
+ */
+async function compareAnswers (service, reference) {
+  const token = await issueToken(service.port)
+  const checks = [
+    ['GET', '/book/7'],
+    ['GET', '/books'],
+    ['GET', '/book/100000'],
+    ['PUT', '/book/7', { year: 1999 }],
+    ['PUT', '/book/7', {}],
+    ['PUT', '/book/100000', { year: 1 }],
+    ['PUT', '/book/7', { year: '1999' }],
+    ['POST', '/book', { title: 'x' }],
+    ['GET', '/books', undefined, 'not-a-token'],
+    ['GET', '/books', undefined, '']
+  ]
+  const differences = []
+  for (const [method, urlPath, body, tokenOverride] of checks) {
+    const answers = []
+    for (const server of [service, reference]) {
+      answers.push(await request(server.port, method, urlPath, { body, token: tokenOverride ?? token }))
+    }
+    if (answers[0].status !== answers[1].status || answers[0].text !== answers[1].text) {
+      differences.push(`${method} ${urlPath}${body === undefined ? '' : ` ${JSON.stringify(body)}`}: ` +
+        `service ${answers[0].status} ${answers[0].text.slice(0, 120)} | reference ${answers[1].status} ${answers[1].text.slice(0, 120)}`)
+    }
+  }
+  // Each server's token must pass the other's check
+  for (const [issuer, verifier] of [[service, reference], [reference, service]]) {
+    const answer = await request(verifier.port, 'GET', '/book/1', { token: await issueToken(issuer.port) })
+    if (answer.status !== 200) differences.push(`a ${issuer.name} token is refused by the ${verifier.name}: ${answer.status} ${answer.text}`)
+  }
+  const created = await Promise.all([service, reference].map((server) => request(server.port, 'POST', '/book', { body: JSON.parse(BOOK_BODY), token })))
+  for (const [i, answer] of created.entries()) {
+    const { data, ...rest } = answer.json ?? {}
+    if (answer.status !== 201 || JSON.stringify(rest) !== '{"status":201,"message":"Book created successfully"}' ||
+        JSON.stringify({ ...data, id: 0 }) !== JSON.stringify({ id: 0, ...JSON.parse(BOOK_BODY) })) {
+      differences.push(`POST /book on the ${i === 0 ? 'service' : 'reference'}: ${answer.status} ${answer.text}`)
+    }
+  }
+  return differences
+}
+
+// --- report -----------------------------------------------------------------------------------
+
+function table (rows) {
+  const header = ['scenario', 'service req/s', 'p50 ms', 'p99 ms', 'reference req/s', 'p50 ms', 'p99 ms', 'service/reference']
+  const body = rows.map(({ scenario, service, reference }) => [
+    scenario,
+    service.rps.toFixed(0), service.p50.toFixed(2), service.p99.toFixed(2),
+    reference.rps.toFixed(0), reference.p50.toFixed(2), reference.p99.toFixed(2),
+    (service.rps / reference.rps).toFixed(2)
+  ])
+  const widths = header.map((title, i) => Math.max(title.length, ...body.map((row) => row[i].length)))
+  const line = (cells) => `| ${cells.map((cell, i) => i === 0 ? cell.padEnd(widths[i]) : cell.padStart(widths[i])).join(' | ')} |`
+  return [line(header), `|${widths.map((width, i) => i === 0 ? `-${'-'.repeat(width)}-` : `${'-'.repeat(width + 1)}:`).join('|')}|`, ...body.map(line)].join('\n')
+}
+
+// --- main -------------------------------------------------------------------------------------
+
+async function main (bench) {
+  const began = Date.now()
+  const { tmpDir } = bench
+  const serviceLog = path.join(tmpDir, 'service.log')
+  const referenceLog = path.join(tmpDir, 'reference.log')
+  const client = chooseClient()
+  const run = createRunner(client, { tmpDir, track: bench.track })
+  const { dbUrl, pgVersion } = await bench.createDatabase()
+
+  // The service creates the table on start; the reference server starts on the seeded table
+  const service = await startService(bench.track, dbUrl, serviceLog)
+  await admin(async (c) => {
+    await c.query(`INSERT INTO books (title, author, year)
+      SELECT 'Title ' || i, 'Author ' || i, 1900 + i FROM generate_series(1, $1::int) AS i`, [BOOKS])
+    const { rows } = await c.query('SELECT count(*)::int AS count, max(id)::int AS max FROM books')
+    if (rows[0].count !== BOOKS || rows[0].max !== BOOKS) throw new Error(`seeding gave ${JSON.stringify(rows[0])}, expected ids 1..${BOOKS}`)
+  }, dbUrl)
+  const reference = await startReference(bench.track, dbUrl, referenceLog)
+
+  const differences = await compareAnswers(service, reference)
+  await resetTable(dbUrl)
+
+  const cpus = os.cpus()
+  const header = [
+    `bookkeeping benchmark, ${new Date().toISOString()}`,
+    `machine: ${cpus.length} CPU (${cpus[0]?.model ?? 'unknown'}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, ${os.type()} ${os.release()}; ` +
+      `node ${process.version}; PostgreSQL ${pgVersion}; ${client.name} ${client.version}`,
+    `code: ${describe('git', ['describe', '--always', '--dirty'])} (service built from the working tree)`,
+    `method: ${client.name === 'wrk' ? `wrk -t${THREADS}` : 'autocannon'} -c${CONNECTIONS}, ${SECONDS} s per run after a ${WARMUP_SECONDS} s warm-up run; ` +
+      `${ROUNDS} rounds per scenario alternating service, reference; medians of the rounds`,
+    `  client, both servers and PostgreSQL share this machine; both servers on one database (${BOOKS} rows, ids 1..${BOOKS}),`,
+    `  GET/PUT /book/<id> pick ids uniformly from 1..${BOOKS}; after each run of a writing scenario the rows it`,
+    `  inserted are deleted and the table vacuumed, so every run starts from the same ${BOOKS} rows`,
+    `  service: \`npm start\` (fastify-cli)${Number(process.env.BENCH_WORKERS || 1) > 1 ? ` in ${process.env.BENCH_WORKERS} node:cluster workers` : ''}, LOG_LEVEL=${process.env.BENCH_LOG_LEVEL ?? 'info'} to a file, pool max 10, TOKEN_RATE_LIMIT=1e9;`,
+    '  reference: tools/bench/reference.cjs (node:http + pg, pg.Pool defaults: max 10, no logging)'
+  ]
+  console.log(`\n${header.join('\n')}\n`)
+  if (differences.length > 0) {
+    console.log('!!! the two servers answer differently:')
+    for (const difference of differences) console.log(`!!!   ${difference}`)
+    console.log('')
+  }
+
+  const results = []
+  for (const scenario of SCENARIOS.filter((s) => ONLY === undefined || s.name.includes(ONLY))) {
+    const runs = { service: [], reference: [] }
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const target of [service, reference]) {
+        const token = await issueToken(service.port)
+        await run(scenario, target, token, WARMUP_SECONDS)
+        if (scenario.mutates) await resetTable(dbUrl)
+        const result = await run(scenario, target, token, SECONDS)
+        if (scenario.mutates) await resetTable(dbUrl)
+        runs[target.name].push(result)
+        process.stderr.write(`  ${scenario.name}, round ${round}, ${target.name}: ${result.rps.toFixed(0)} req/s, ` +
+          `p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms` +
+          `${result.non2xx > 0 ? `, ${result.non2xx} NON-2xx` : ''}${result.errors > 0 ? `, socket errors ${JSON.stringify(result.errorDetail)}` : ''}\n`)
+        if (result.non2xx > 0) {
+          const sample = await sampleAnswer(scenario, target, token)
+          process.stderr.write(`  !!! ${result.non2xx} of ${result.requests} responses were not 2xx; one request now answers ${sample}\n`)
+        }
+      }
+    }
+    results.push({ scenario: scenario.name, service: summarise(runs.service), reference: summarise(runs.reference) })
+  }
+
+  console.log(`\n${table(results)}\n`)
+  const anomalies = []
+  for (const { scenario, service: s, reference: r } of results) {
+    for (const [label, summary] of [['service', s], ['reference', r]]) {
+      if (summary.non2xx > 0) anomalies.push(`${scenario}: ${summary.non2xx} non-2xx responses from the ${label}`)
+      if (summary.errors > 0) anomalies.push(`${scenario}: ${summary.errors} socket errors/timeouts with the ${label}`)
+    }
+  }
+  for (const anomaly of anomalies) console.log(`!!! ${anomaly}`)
+  if (differences.length > 0) console.log(`!!! ${differences.length} answer difference(s) between the servers, listed above`)
+  if (anomalies.length === 0 && differences.length === 0) console.log('all responses 2xx, no socket errors; both servers answered the checks alike')
+
+  const resultsPath = path.join(tmpDir, 'results.json')
+  fs.writeFileSync(resultsPath, JSON.stringify({ header, client, seconds: SECONDS, rounds: ROUNDS, connections: CONNECTIONS, threads: THREADS, differences, anomalies, results }, null, 2))
+  fs.rmSync(path.join(tmpDir, 'scenario.lua'), { force: true })
+  // The request log is large; it is kept only when something needs explaining
+  if (anomalies.length === 0) fs.rmSync(serviceLog, { force: true })
+  else console.log(`service log: ${serviceLog}`)
+  console.log(`raw results: ${resultsPath}`)
+  console.log(`total time: ${((Date.now() - began) / 1000).toFixed(0)} s`)
+}
+
+/** One request like the scenario's, to show what a non-2xx answer was. */
+async function sampleAnswer (scenario, target, token) {
+  const spec = scenario.autocannon(token)
+  const req = spec.setupRequest ? spec.setupRequest({ ...spec }) : spec
+  try {
+    const response = await fetch(`${target.url}${req.path}`, { method: req.method, headers: req.headers, body: req.body, signal: AbortSignal.timeout(5000) })
+    return `${response.status} ${(await response.text()).slice(0, 200)}`
+  } catch (err) {
+    return `an error: ${err.message}`
+  }
+}
+
+runBenchmark('bench', main)
