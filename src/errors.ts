@@ -39,3 +39,14 @@ export function errorHandler (error: FastifyError | ApiError, request: FastifyRe
   request.log.error({ err: error }, 'request failed')
   return reply.code(500).send(failure(500, Message.InternalServerError))
 }
+
+/**
+ * The error handler of the routes that serve files (/docs/static/*, /console/*): a path `send`
+ * refuses to serve (`..`, encoded or not, a backslash variant, a NUL, an absolute path after
+ * `//`) is a 403 from @fastify/static, which is answered as a missing file is, `404 Route not
+ * found`, telling nothing of how the path was refused.
+ */
+export function refusedPathIsNotFound (error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+  if (error.statusCode === 403) return reply.callNotFound()
+  return errorHandler(error, request, reply)
+}

@@ -2,7 +2,7 @@ import type { onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import { Message } from '../../src/envelope.js'
 import { ApiError } from '../../src/errors.js'
-import { TOKEN_LIFETIME_S } from '../external/jwt.js'
+import { TOKEN_LIFETIME_S } from '../../src/schemas/auth.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -2,8 +2,8 @@ import { existsSync } from 'node:fs'
 import { join, relative, sep } from 'node:path'
 import fastifyStatic from '@fastify/static'
 import fp from 'fastify-plugin'
+import { refusedPathIsNotFound } from '../../src/errors.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
-import { refusedPathIsNotFound } from '../external/swagger-ui.js'
 
 /** Where `npm run build` puts the console (console/vite.config.mts). */
 export const CONSOLE_DIR = join(PROJECT_ROOT, 'dist', 'console')
@@ -34,7 +34,7 @@ export const CONSOLE_CSP = [
  * What is on disk is served, so a new `npm run build` is served at once, page and bundles
  * together (routes made per file at start-up would serve the new page with no route for its new
  * bundles). A path that is not a file is the service's ordinary `404 Route not found`, also one
- * that `send` refuses (`..`, encoded or not: as under /docs/static/, plugins/external/swagger-ui.ts),
+ * that `send` refuses (`..`, encoded or not: `refusedPathIsNotFound`, as under /docs/static/),
  * and another method the ordinary 405. The bundles' names carry a hash of their content, so
  * they may be cached for good; the page itself is checked again on every load. The routes are
  * hidden from the OpenAPI document: they are not the API.

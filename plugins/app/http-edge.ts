@@ -5,17 +5,12 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { Message, failure, statusMessage, type MessageText } from '../../src/envelope.js'
 import { ApiError, errorHandler } from '../../src/errors.js'
+import { METHODS } from '../../src/http.js'
 import { requestLog } from '../../src/request-log.js'
 import { listenerConstraints } from './admin-listener.js'
 import { RETRY_AFTER_S, refusedMessage, refusedStatus } from './connection-limits.js'
 import { isLingering, lingeringClose } from './lingering-close.js'
 import { setResponseHeaders } from './response-headers.js'
-
-/**
- * The methods the service has routes for: what `Allow` may list. No OPTIONS: no route of ours
- * has it, and with CORS on, the preflight route matches every path.
- */
-export const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE'] as const
 
 /**
  * Answers in the envelope on the raw socket, then closes it lingering: for requests Node's HTTP

@@ -1,6 +1,6 @@
 import fastifyCors from '@fastify/cors'
 import fp from 'fastify-plugin'
-import { METHODS } from '../app/http-edge.js'
+import { EXPOSED_HEADERS, METHODS, REQUEST_HEADERS } from '../../src/http.js'
 
 /** The origins in `CORS_ORIGINS`, in the form browsers send them (`new URL(...).origin`). */
 export function parseOrigins (value: string): Set<string> {
@@ -37,9 +37,8 @@ export default fp(async function cors (fastify) {
   await fastify.register(fastifyCors, {
     origin: (origin, callback) => callback(null, origin !== undefined && origins.has(origin)),
     methods: [...METHODS],
-    allowedHeaders: ['Authorization', 'Content-Type', 'Idempotency-Key'],
-    // The request id matches a response to its log line; Retry-After comes with a 429
-    exposedHeaders: ['X-Request-Id', 'Retry-After'],
+    allowedHeaders: [...REQUEST_HEADERS],
+    exposedHeaders: [...EXPOSED_HEADERS],
     // Chromium caps a cached preflight at 2 hours
     maxAge: 7200,
     strictPreflight: false

@@ -1,8 +1,6 @@
 import fastifyJwt from '@fastify/jwt'
 import fp from 'fastify-plugin'
-
-/** How long a token this service issues is valid, in seconds: the contract's 15 minutes. */
-export const TOKEN_LIFETIME_S = 15 * 60
+import { TOKEN_LIFETIME_S } from '../../src/schemas/auth.js'
 
 /**
  * Signs and verifies the access tokens (`fastify.jwt`). The contract fixes the token: HS256, one

@@ -1,7 +1,6 @@
 import fastifySwaggerUi from '@fastify/swagger-ui'
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { errorHandler } from '../../src/errors.js'
+import { refusedPathIsNotFound } from '../../src/errors.js'
 
 /**
  * The interactive reference at `GET /docs`, from the files of the installed package only: the
@@ -9,19 +8,11 @@ import { errorHandler } from '../../src/errors.js'
  * Content-Security-Policy that lets the page load nothing from anywhere else. Its own routes
  * (`/docs/static/*`, `/docs/json`, `/docs/yaml`) are hidden from the document.
  *
- * A path under `/docs/static/` that `send` refuses to serve (`..`, encoded or not, a backslash
- * variant, a NUL, an absolute path after `//`) is a 403 from @fastify/static; for the client
- * it is no different from a missing file, which @fastify/static answers through the not-found
- * handler: `404 Route not found`, telling nothing of how the path was refused.
+ * A path under `/docs/static/` that `send` refuses is answered as a missing file is
+ * (`refusedPathIsNotFound`).
  *
  * @see https://github.com/fastify/fastify-swagger-ui
  */
-/** A path `send` refused: answered as a missing file is (see above; the console's files too). */
-export function refusedPathIsNotFound (error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
-  if (error.statusCode === 403) return reply.callNotFound()
-  return errorHandler(error, request, reply)
-}
-
 export default fp(async function swaggerUi (fastify) {
   // Encapsulated, so that the documentation routes alone get this error handler
   await fastify.register(async function documentation (docs) {

@@ -271,9 +271,8 @@ export function withoutTapHook (command = START_COMMAND): string {
   return `unset NODE_OPTIONS; ${command}`
 }
 
-/** `npm run dev`'s own command line after its build (which `npm test`'s `pretest` has done). */
-export const DEV_COMMAND = SCRIPTS.dev.replace(/^npm run build && /, '')
-if (DEV_COMMAND === SCRIPTS.dev) throw new Error(`npm run dev does not start with its build: ${SCRIPTS.dev}`)
+/** `npm run dev`'s own command line, without its build (`predev`, which `npm test`'s `pretest` has done). */
+export const DEV_COMMAND = SCRIPTS.dev
 
 /**
  * Starts the service exactly as `npm start` does: its command line run by `sh -c`, as npm runs

@@ -35,7 +35,7 @@ async function stop (t: Test, service: Service) {
  */
 function treeCopy (t: Test): string {
   const copy = temporaryDirectory(t)
-  for (const entry of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'plugins', 'routes']) {
+  for (const entry of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'plugins', 'routes', 'console', 'tools']) {
     cpSync(join(PROJECT_ROOT, entry), join(copy, entry), { recursive: true })
   }
   symlinkSync(join(PROJECT_ROOT, 'node_modules'), join(copy, 'node_modules'))

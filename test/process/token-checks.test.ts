@@ -7,7 +7,7 @@
  */
 import t from 'tap'
 import { CLOCK_TOLERANCE_MS } from '../../plugins/app/authenticate.js'
-import { TOKEN_LIFETIME_S } from '../../plugins/external/jwt.js'
+import { TOKEN_LIFETIME_S } from '../../src/schemas/auth.js'
 import { testEnv } from '../helper.js'
 import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { rawRequest } from '../helpers/raw-http.js'

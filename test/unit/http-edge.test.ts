@@ -7,7 +7,8 @@ import { once } from 'node:events'
 import type { Socket } from 'node:net'
 import { Duplex } from 'node:stream'
 import t, { type Test } from 'tap'
-import { METHODS, clientErrorHandler, endSocketWithEnvelope } from '../../plugins/app/http-edge.js'
+import { clientErrorHandler, endSocketWithEnvelope } from '../../plugins/app/http-edge.js'
+import { METHODS } from '../../src/http.js'
 
 /** A Duplex that keeps everything handed to `write`, whether or not the stream could still take it. */
 class FakeSocket extends Duplex {

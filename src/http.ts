@@ -1,0 +1,19 @@
+/**
+ * What the HTTP edge (plugins/app/http-edge.ts) and the CORS wrapper (plugins/external/cors.ts)
+ * both know of the service's HTTP surface, written once.
+ */
+
+/**
+ * The methods the service has routes for: what `Allow` may list and what a preflight allows. No
+ * OPTIONS: no route of ours has it, and with CORS on, the preflight route matches every path.
+ */
+export const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE'] as const
+
+/** The request headers a client of the API sets itself: the token, the body's type, a create's key. */
+export const REQUEST_HEADERS = ['Authorization', 'Content-Type', 'Idempotency-Key'] as const
+
+/**
+ * The response headers a browser's script may read besides the simple ones: the request id,
+ * which matches an answer to its log line, and the wait that comes with a 429 or a 503.
+ */
+export const EXPOSED_HEADERS = ['X-Request-Id', 'Retry-After'] as const
