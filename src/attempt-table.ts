@@ -6,9 +6,19 @@ import type { FastifyRateLimitStore } from '@fastify/rate-limit'
  */
 export const ATTEMPT_TABLE_SIZE = 50_000
 
-type Callback = Parameters<FastifyRateLimitStore['incr']>[1]
+export type Callback = Parameters<FastifyRateLimitStore['incr']>[1]
 /** What the library passes to `child`: a limit's merged options (its types say route options). */
-export type LimitOptions = Parameters<FastifyRateLimitStore['child']>[0] & { cache?: number, routeInfo?: { url?: string } }
+export type LimitOptions = Parameters<FastifyRateLimitStore['child']>[0] & {
+  cache?: number
+  continueExceeding?: boolean
+  exponentialBackoff?: boolean
+  routeInfo?: { method?: string | string[], url?: string }
+}
+/**
+ * A store with `read` (a count without counting), which `{ increment: false }` calls: the
+ * library's README requires it of a custom store, its types do not list it.
+ */
+export type ReadableStore = FastifyRateLimitStore & { read: FastifyRateLimitStore['incr'] }
 
 interface Window { count: number, endsAt: number }
 
@@ -20,7 +30,7 @@ interface Window { count: number, endsAt: number }
  * whatever other keys do. While all `size` entries are live, new keys share one overflow count
  * with the same limit: limited together rather than not at all, and no live entry is touched.
  */
-export class AttemptTable implements FastifyRateLimitStore {
+export class AttemptTable implements ReadableStore {
   readonly #windows = new Map<string, Window>()
   #overflow: Window = { count: 0, endsAt: 0 }
 

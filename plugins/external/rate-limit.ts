@@ -1,12 +1,12 @@
 import { once } from 'node:events'
-import { createRequire } from 'node:module'
-import fastifyRateLimit, { type FastifyRateLimitStore, type FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
+import fastifyRateLimit, { type FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
 import type { FastifyBaseLogger } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
-import { AttemptTable, type LimitOptions } from '../../src/attempt-table.js'
+import { AttemptTable, type Callback, type LimitOptions, type ReadableStore } from '../../src/attempt-table.js'
 import { Message } from '../../src/envelope.js'
 import { ApiError } from '../../src/errors.js'
+import { RedisAttemptStore } from '../../src/redis-attempt-store.js'
 
 /** The longest a request waits for Redis before it is counted in the process instead. */
 export const REDIS_COMMAND_TIMEOUT_MS = 500
@@ -26,14 +26,31 @@ export const LogMessage = {
   Local: 'attempt limit per process: Redis does not answer'
 } as const
 
-interface StoreOptions { continueExceeding?: boolean, exponentialBackoff?: boolean, cache?: number }
-/** The store interface with `read` (a count without counting), which the library's stores have. */
-type ReadableStore = FastifyRateLimitStore & { read: FastifyRateLimitStore['incr'] }
-type RedisStoreConstructor = new (continueExceeding: boolean | undefined, exponentialBackoff: boolean | undefined, redis: Redis, key: string) => ReadableStore
+/** What the library passes to a store's constructor: the plugin's options. */
+type StoreOptions = Pick<LimitOptions, 'cache' | 'continueExceeding' | 'exponentialBackoff'>
 
-// The library's Redis store. Its index does not export it, but chooses it or its LRU; we need
-// it behind a store of ours (see SharedOrLocalStore)
-const RedisStore: RedisStoreConstructor = createRequire(import.meta.url)('@fastify/rate-limit/store/RedisStore.js')
+/**
+ * Both our stores count fixed windows. The library's own would renew or lengthen a window with
+ * these options; ours refuse them when the limit is made (at start-up) rather than ignore them.
+ */
+function fixedWindowOnly (options: StoreOptions) {
+  if (options.continueExceeding === true || options.exponentialBackoff === true) {
+    throw new Error('attempt limits count fixed windows: continueExceeding and exponentialBackoff are not supported')
+  }
+}
+
+/** The counts in the process alone, without REDIS_URL. */
+class LocalStore extends AttemptTable {
+  constructor (options: StoreOptions) {
+    fixedWindowOnly(options)
+    super(options.cache)
+  }
+
+  override child (routeOptions: LimitOptions) {
+    fixedWindowOnly(routeOptions)
+    return super.child(routeOptions)
+  }
+}
 
 /**
  * What the log may say of a Redis error: its message and code. ioredis errors also carry the
@@ -80,22 +97,22 @@ class SharedCounting {
 }
 
 /**
- * @fastify/rate-limit's Redis store when Redis answers, its in-process store when it does not.
- * The library offers only `skipOnError`, which lets every attempt through while Redis is away:
- * no limit at all. Here a brute force keeps meeting at least the per-process limit.
+ * The counts in Redis when it answers, in the process when it does not. The library offers only
+ * `skipOnError`, which lets every attempt through while Redis is away: no limit at all. Here a
+ * brute force keeps meeting at least the per-process limit.
  */
 class SharedOrLocalStore implements ReadableStore {
   constructor (readonly counting: SharedCounting, readonly remote: ReadableStore, readonly local: ReadableStore) {}
 
-  incr (key: string, callback: Parameters<FastifyRateLimitStore['incr']>[1], timeWindow: number, max: number) {
+  incr (key: string, callback: Callback, timeWindow: number, max: number) {
     this.#use('incr', key, callback, timeWindow, max)
   }
 
-  read (key: string, callback: Parameters<FastifyRateLimitStore['incr']>[1], timeWindow: number, max: number) {
+  read (key: string, callback: Callback, timeWindow: number, max: number) {
     this.#use('read', key, callback, timeWindow, max)
   }
 
-  #use (method: 'incr' | 'read', key: string, callback: Parameters<FastifyRateLimitStore['incr']>[1], timeWindow: number, max: number) {
+  #use (method: 'incr' | 'read', key: string, callback: Callback, timeWindow: number, max: number) {
     const countLocally = () => this.local[method](key, callback, timeWindow, max)
     // Not connected (or reconnecting): no command is sent, nothing waits
     if (this.counting.redis.status !== 'ready') {
@@ -116,10 +133,8 @@ class SharedOrLocalStore implements ReadableStore {
   }
 
   child (routeOptions: LimitOptions) {
-    // A route's limit counts under keys naming the route; one made with `createRateLimit` has no
-    // route (the library would name it `undefinedundefined`): its key generator names its keys
-    const remote = routeOptions.routeInfo?.url === undefined ? this.remote : this.remote.child(routeOptions) as ReadableStore
-    return new SharedOrLocalStore(this.counting, remote, this.local.child(routeOptions) as ReadableStore)
+    fixedWindowOnly(routeOptions)
+    return new SharedOrLocalStore(this.counting, this.remote.child(routeOptions) as ReadableStore, this.local.child(routeOptions) as ReadableStore)
   }
 }
 
@@ -162,11 +177,7 @@ async function createClient (url: string): Promise<Redis> {
  */
 export default fp(async function rateLimit (fastify) {
   const { REDIS_URL } = fastify.config
-  let store: FastifyRateLimitStoreCtor = class extends AttemptTable {
-    constructor ({ cache }: StoreOptions) {
-      super(cache)
-    }
-  }
+  let store: FastifyRateLimitStoreCtor = LocalStore
   if (REDIS_URL !== '') {
     const redis = await createClient(REDIS_URL)
     fastify.addHook('onClose', async () => {
@@ -183,10 +194,9 @@ export default fp(async function rateLimit (fastify) {
       counting.warn(err as Error)
     }
     store = class extends SharedOrLocalStore {
-      constructor ({ continueExceeding, exponentialBackoff, cache }: StoreOptions) {
-        super(counting,
-          new RedisStore(continueExceeding, exponentialBackoff, redis, KEY_NAMESPACE),
-          new AttemptTable(cache))
+      constructor (options: StoreOptions) {
+        fixedWindowOnly(options)
+        super(counting, new RedisAttemptStore(redis, KEY_NAMESPACE), new AttemptTable(options.cache))
       }
     }
   }
