@@ -48,7 +48,7 @@ async function untouched (t: Test, app: FastifyInstance, token: string, origin: 
 }
 
 t.test('off by default: no CORS headers, OPTIONS answered as before', async (t) => {
-  delete process.env.CORS_ORIGINS
+  // The build's configuration has no CORS_ORIGINS: unset
   const app = await build(t)
   const token = await getToken(app)
   await untouched(t, app, token, APP)
@@ -123,8 +123,7 @@ t.test('CORS_ORIGINS must list origins: no wildcard, path or bare host', async (
   for (const value of ['*', `${APP}/`, 'app.example', `${APP}/app`, `${APP}, *`, 'ftp://app.example']) {
     await t.rejects(build(t, dbUrl, { CORS_ORIGINS: value }), /CORS_ORIGINS/, JSON.stringify(value))
   }
-  process.env.CORS_ORIGINS = ''
-  const off = await build(t, dbUrl)
+  const off = await build(t, dbUrl, { CORS_ORIGINS: '' })
   const response = await off.inject(preflight('/books', APP, 'GET'))
   t.equal(response.statusCode, 405, 'empty is off')
   t.strictSame(corsHeaders(response.headers), [])
