@@ -23,12 +23,15 @@ const tiers = asked.length > 0 ? TIERS.filter((tier) => asked.includes(tier)) : 
 const scratch = mkdtempSync(join(tmpdir(), 'bookkeeping-test-run-'))
 const skippedFile = join(scratch, 'skipped')
 
-/** One tier through tap, its output passed through as it comes; tap's counts read from it. */
+/**
+ * One tier by its own script (`npm run test:<tier>`, without its build: done once already), its
+ * output passed through as it comes; tap's counts read from it.
+ */
 function runTier (tier) {
   const started = performance.now()
   const counts = { pass: 0, fail: 0, skip: 0 }
   return new Promise((resolve) => {
-    const tap = spawn('npx', ['tap', `test/${tier}`], {
+    const tap = spawn('npm', ['run', '--silent', '--ignore-scripts', `test:${tier}`], {
       stdio: ['ignore', 'pipe', 'inherit'],
       env: { ...process.env, TEST_SKIPPED_FILE: skippedFile }
     })

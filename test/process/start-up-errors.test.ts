@@ -2,8 +2,8 @@
  * Every way a start-up fails ends with one line on stderr that names the cause and the variable
  * to change, and exit code 1 (src/start-failure.ts, src/start-up.ts, describeConfigErrors in
  * src/config.ts): before the app has loaded (configuration, the log level the logger is made
- * with), once it has (a port that is taken, an address this machine does not have; the admin
- * port's in test/process/admin-port.test.ts), and in
+ * with, a REDIS_URL it cannot use), once it has (a port that is taken, an address this machine
+ * does not have; the admin port's in test/process/admin-port.test.ts), and in
  * `npm run dev`'s own set-up. Real processes, real listeners in the way.
  * docs/troubleshooting.md lists these lines and their fixes.
  */
@@ -39,6 +39,15 @@ t.test('before the app has loaded', { skip: STORE_INDEPENDENT }, async (t) => {
   t.test('nothing set at all (npm start on a fresh clone)', (t) =>
     expectStartupFailure(t, {},
       /^bookkeeping: start-up failed: DB_URL is not set; set DB_URL to .*; SECRET_TOKEN is not set; .*; AUTH_USERNAME is not set; .*; AUTH_PASSWORD is not set; /))
+})
+
+t.test('an invalid REDIS_URL is named, without its password', { skip: STORE_INDEPENDENT }, async (t) => {
+  const valid = testEnv(await createDatabase(t))
+  const secret = 'redis-password-that-must-stay-private'
+  for (const value of [`redis://:${secret}@127.0.0.1:99999`, `redis://:${secret}@127.0.0.1:6379/0?db=1`]) {
+    t.test(value.replace(secret, '...'), (t) =>
+      expectStartupFailure(t, { ...valid, REDIS_URL: value }, /^bookkeeping: start-up failed: .*REDIS_URL/, { secrets: [secret, SECRET, PASSWORD] }))
+  }
 })
 
 t.test('once the app has loaded: where to listen', { skip: STORE_INDEPENDENT }, async (t) => {

@@ -4,15 +4,13 @@
  * address over the per-address limit stays refused for its whole window however many other
  * addresses try meanwhile (the library's LRU forgot it after 5,000); the per-username limit
  * bounds guessing spread over many addresses, alike for a username that does not exist, and
- * never refuses an address that has logged in; with REDIS_URL both are shared by the instances.
+ * never refuses an address that has logged in. How instances share them in Redis:
+ * test/app/rate-limit-store.test.ts.
  */
-import { createHash, randomUUID } from 'node:crypto'
-import { normalizeIP } from '@fastify/rate-limit'
+import { randomUUID } from 'node:crypto'
 import t from 'tap'
-import { KEY_NAMESPACE } from '../../plugins/external/rate-limit.js'
 import { PASSWORD, testEnv, USERNAME } from '../helper.js'
 import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
-import { NEEDS_REDIS, newClient, redisClient, TEST_REDIS_URL } from '../helpers/redis.js'
 import { startService, type Service } from '../helpers/service.js'
 
 t.setTimeout(120_000)
@@ -88,36 +86,4 @@ t.test('the per-username limit: guesses spread over addresses are bounded, a kno
 
   t.equal(status(await attempt(service, home, USERNAME, 'typo')), WRONG, 'from home a wrong password is still checked')
   t.equal(status(await attempt(service, home, USERNAME, PASSWORD)), '200 Token generated successfully', 'and the user logs in')
-})
-
-t.test('with REDIS_URL the per-username limit and the known addresses are shared by the instances', { skip: NEEDS_REDIS || STORE_INDEPENDENT }, async (t) => {
-  const redis = redisClient(t)
-  // A username of this test alone: its count in the shared Redis is its own
-  const username = `librarian-${randomUUID()}`
-  const env = {
-    ...testEnv(await createDatabase(t)),
-    AUTH_USERNAME: username,
-    REDIS_URL: TEST_REDIS_URL,
-    TOKEN_USERNAME_RATE_LIMIT: String(USERNAME_LIMIT),
-    FASTIFY_TRUST_PROXY_ENABLED: 'true'
-  }
-  const services = await Promise.all([1, 2].map(() => startService(t, env)))
-  const home = newClient(t, redis).address
-  const fresh = () => newClient(t, redis).address
-  const keyOf = (name: string) => `${KEY_NAMESPACE}username:${createHash('sha256').update(name).digest('base64url')}`
-  const usernameKey = keyOf(username)
-  const warmUp = `warm-up-${randomUUID()}`
-  t.teardown(async () => {
-    // The per-address keys go with each client (newClient); these are the test's others
-    await redis.del(usernameKey, keyOf(warmUp), `${KEY_NAMESPACE}trusted:${normalizeIP(home)}`)
-  })
-  // A first request compiles what it uses: on a busy machine that could outlast the wait for Redis
-  for (const service of services) await attempt(service, fresh(), warmUp, 'wrong')
-
-  t.equal(status(await attempt(services[0]!, home, username, PASSWORD)), '200 Token generated successfully', 'the user logs in at the first')
-  const guesses = await spread(services, username, USERNAME_LIMIT, fresh)
-  t.strictSame(guesses, [...Array(USERNAME_LIMIT - 1).fill(WRONG), LIMITED], 'the attempts at both instances count together')
-  t.equal(Number(await redis.get(usernameKey)), USERNAME_LIMIT + 1, 'counted in Redis')
-  t.equal(status(await attempt(services[1]!, home, username, PASSWORD)), '200 Token generated successfully',
-    'the second knows the user\'s address')
 })
