@@ -17,18 +17,21 @@ import { waitUntil } from '../helpers/wait.js'
 t.setTimeout(90_000)
 
 /**
- * A directory to start the service in, with `dist` as the build's own (the start script's
- * relative paths) and a `.env` holding `variables`. `copy`: the build copied rather than linked,
- * for `npm run dev`, which reads `.env` where its own files are.
+ * A directory to start the service in, a package (fastify-cli reads the app's module type from
+ * the nearest package.json) with `dist` as the build's own (the start script's relative paths)
+ * and a `.env` holding `variables`. `copy`: the builds copied rather than linked, for `npm run
+ * dev`, which reads `.env` where its own files are.
  */
 function workingDirectory (t: Test, variables: Record<string, string>, { copy = false } = {}): string {
   const dir = temporaryDirectory(t)
   if (copy) {
     cpSync(join(PROJECT_ROOT, 'dist'), join(dir, 'dist'), { recursive: true })
+    cpSync(join(PROJECT_ROOT, 'tools', 'dist'), join(dir, 'tools', 'dist'), { recursive: true })
     cpSync(join(PROJECT_ROOT, 'package.json'), join(dir, 'package.json'))
     symlinkSync(join(PROJECT_ROOT, 'node_modules'), join(dir, 'node_modules'))
   } else {
     symlinkSync(join(PROJECT_ROOT, 'dist'), join(dir, 'dist'))
+    symlinkSync(join(PROJECT_ROOT, 'package.json'), join(dir, 'package.json'))
   }
   writeFileSync(join(dir, '.env'), Object.entries(variables).map(([name, value]) => `${name}=${value}\n`).join(''))
   return dir
