@@ -5,9 +5,10 @@
  * ./data/dev-credentials.json (so tokens and the password survive a restart), and 127.0.0.1 to
  * listen on (the password is printed: this machine only). DEV_DATA_DIR puts ./data elsewhere.
  * It prints what it chose, starts the server in this very process with package.json's own
- * `start` arguments (no wrapper process stands between a signal and the server, so a terminal's
- * Ctrl-C reaches it as it reaches `npm start`), and once it listens prints the two lines the
- * README's walk-through starts from. `npm start` itself still requires every variable.
+ * `start` arguments, through fastify-cli's documented `listen` (the same start-up as `fastify
+ * start`; no wrapper process stands between a signal and the server, so a terminal's Ctrl-C
+ * reaches it as it reaches `npm start`), and once it listens prints the two lines the README's
+ * walk-through starts from. `npm start` itself still requires every variable.
  */
 // First: a failure from here on is one line on stderr, as under `npm start`
 import './start-failure.js'
@@ -17,8 +18,8 @@ import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import { CONSOLE_PATH } from '../plugins/app/console.js'
+import { PROJECT_ROOT as ROOT } from './project-root.js'
 
-const ROOT = path.resolve(__dirname, '..', '..')
 const DATA_DIR = process.env.DEV_DATA_DIR ? path.resolve(process.env.DEV_DATA_DIR) : path.join(ROOT, 'data')
 const CREDENTIALS = path.join(DATA_DIR, 'dev-credentials.json')
 
@@ -89,10 +90,13 @@ function printWalkThrough (fastify: FastifyInstance): void {
   ].join('\n') + '\n')
 }
 
-// Where `npm start` runs, for the relative paths of its arguments and the `.env` file, which
-// fastify-cli loads as soon as it is required
+// Where `npm start` runs, for the relative paths of its arguments and the `.env` file
 process.chdir(ROOT)
-const { start } = require('fastify-cli/start.js') as { start: (args: string[]) => Promise<FastifyInstance> }
+// Read now, as fastify-cli reads it when it loads (filling in only what is unset, ignoring a file
+// it cannot read): what `.env` sets gets no development value
+try {
+  process.loadEnvFile()
+} catch {}
 
 const env = process.env
 const chosen: string[] = []
@@ -127,5 +131,9 @@ if (chosen.length > 0) {
 const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }
 const startArguments = /^exec fastify start (.+)$/.exec(pkg.scripts.start)?.[1]
 if (startArguments === undefined) throw new Error(`package.json's start script is not "exec fastify start ...": ${pkg.scripts.start}`)
-// A failed start-up rejects, and src/start-failure.ts reports it
-start(startArguments.split(' ')).then(printWalkThrough)
+// Imported here, after the chdir, not at the top (under ES modules a static import runs first):
+// fastify-cli reads `.env` from the working directory as it loads
+import('fastify-cli/helper.js')
+  .then(({ default: { listen } }) => listen(startArguments.split(' ')))
+  // A failed start-up rejects, and src/start-failure.ts reports it
+  .then(printWalkThrough)
