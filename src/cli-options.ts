@@ -9,11 +9,11 @@ import { DEFAULT_HOST, DEFAULT_LOG_LEVEL, DEFAULT_PORT, LOG_LEVELS } from './con
 
 const level = process.env.LOG_LEVEL
 
+// Named exports: fastify-cli `require`s this file and takes its properties, which are the
+// exports themselves whether it is compiled to CommonJS or, required, an ES module.
 // An empty value counts as unset, as it did in the shell's `${PORT:-8080}`
-export = {
-  port: process.env.PORT || String(DEFAULT_PORT),
-  address: process.env.HOST || DEFAULT_HOST,
-  // The logger is made before the app checks its configuration, and pino would throw its own
-  // words at an unknown level; with the default instead, the app's check names LOG_LEVEL
-  logLevel: LOG_LEVELS.find((known) => known === level) ?? DEFAULT_LOG_LEVEL
-}
+export const port = process.env.PORT || String(DEFAULT_PORT)
+export const address = process.env.HOST || DEFAULT_HOST
+// The logger is made before the app checks its configuration, and pino would throw its own
+// words at an unknown level; with the default instead, the app's check names LOG_LEVEL
+export const logLevel = LOG_LEVELS.find((known) => known === level) ?? DEFAULT_LOG_LEVEL
