@@ -8,15 +8,15 @@
  * twice: Ctrl-C in a terminal signals the whole process group, and npm, in that group too,
  * forwards the same signal once more. And the close must wait until the load balancer has taken
  * the instance out (`beginShutdown`, plugins/app/shutdown.ts) before the grace (`-g`) starts.
- * No supported way changes that: of close-with-grace's options (`skip`, `onSecondSignal`)
- * fastify-cli passes on only `delay`, and a listener of the app's own cannot keep
- * close-with-grace's from acting on every signal.
+ * No supported way changes that: fastify-cli documents no option for it, passes on only `delay`
+ * (`-g`) of close-with-grace's options (not `skip` or `onSecondSignal`), and a listener of the
+ * app's own cannot keep close-with-grace's from acting on every signal.
  *
  * So this module takes close-with-grace's SIGINT and SIGTERM listeners off the process and hands
  * them the signals itself:
  * - the first one after `beginShutdown` (readiness 503, serving on for SHUTDOWN_DELAY_MS);
  *   close-with-grace then closes the server within its grace and exits 0;
- * - a repeat within `REPEAT_WINDOW_MS` of the last one handed on is the same request delivered
+ * - a repeat within `REPEAT_WINDOW_MS` of the last one acted on is the same request delivered
  *   twice, and is ignored;
  * - a later one is a deliberate second request: it goes to close-with-grace at once, which
  *   closes now if the delay is still running, and exits 1 if the close is already under way.
@@ -38,7 +38,7 @@ import { subscribe } from 'node:diagnostics_channel'
 import type { FastifyInstance } from 'fastify'
 
 /**
- * A signal this soon after the last one handed on is a duplicate: npm forwards a terminal's
+ * A signal this soon after the last one acted on is a duplicate: npm forwards a terminal's
  * signal within milliseconds, a person pressing Ctrl-C again takes longer.
  */
 export const REPEAT_WINDOW_MS = 1000
