@@ -10,6 +10,8 @@ import { DEFAULT_HOST, DEFAULT_LOG_LEVEL, DEFAULT_PORT, LOG_LEVELS } from './con
 
 const level = process.env.LOG_LEVEL
 
+// Named exports: fastify-cli `require`s this file and takes its properties, which are the
+// exports themselves whether it is compiled to CommonJS or, required, an ES module.
 // An empty value counts as unset, as it did in the shell's `${PORT:-8080}`
 export const port = process.env.PORT || String(DEFAULT_PORT)
 export const address = process.env.HOST || DEFAULT_HOST

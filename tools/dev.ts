@@ -5,25 +5,25 @@
  * ./data/dev-credentials.json (so tokens and the password survive a restart), and 127.0.0.1 to
  * listen on (the password is printed: this machine only). DEV_DATA_DIR puts ./data elsewhere.
  * It prints what it chose, starts the server in this very process with package.json's own
- * `start` arguments (no wrapper process stands between a signal and the server, so a terminal's
- * Ctrl-C reaches it as it reaches `npm start`), and once it listens prints the two lines the
- * README's walk-through starts from. `npm start` itself still requires every variable.
+ * `start` arguments, through fastify-cli's documented `listen` (the same start-up as `fastify
+ * start`; no wrapper process stands between a signal and the server, so a terminal's Ctrl-C
+ * reaches it as it reaches `npm start`), and once it listens prints the two lines the README's
+ * walk-through starts from. `npm start` itself still requires every variable.
  */
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import type { AddressInfo } from 'node:net'
-import { createRequire } from 'node:module'
 import path from 'node:path'
-import type { FastifyInstance } from 'fastify'
 import { pathToFileURL } from 'node:url'
-import { PROJECT_ROOT } from '../src/project-root.js'
+import type { FastifyInstance } from 'fastify'
+import { PROJECT_ROOT as ROOT } from '../src/project-root.js'
 
-const ROOT = PROJECT_ROOT
 /** A module of the built service (dist/): the very one the server loads, not a copy of the tools'. */
 const builtService = (file: string): Promise<unknown> => import(pathToFileURL(path.join(ROOT, 'dist', file)).href)
 // First: a failure from here on is one line on stderr, as under `npm start`
 await builtService('src/start-failure.js')
 const { CONSOLE_PATH } = await builtService('plugins/app/console.js') as { CONSOLE_PATH: string }
+
 const DATA_DIR = process.env.DEV_DATA_DIR ? path.resolve(process.env.DEV_DATA_DIR) : path.join(ROOT, 'data')
 const CREDENTIALS = path.join(DATA_DIR, 'dev-credentials.json')
 
@@ -94,10 +94,13 @@ function printWalkThrough (fastify: FastifyInstance): void {
   ].join('\n') + '\n')
 }
 
-// Where `npm start` runs, for the relative paths of its arguments and the `.env` file, which
-// fastify-cli loads as soon as it is required
+// Where `npm start` runs, for the relative paths of its arguments and the `.env` file
 process.chdir(ROOT)
-const { start } = createRequire(import.meta.url)('fastify-cli/start.js') as { start: (args: string[]) => Promise<FastifyInstance> }
+// Read now, as fastify-cli reads it when it loads (filling in only what is unset, ignoring a file
+// it cannot read): what `.env` sets gets no development value
+try {
+  process.loadEnvFile()
+} catch {}
 
 const env = process.env
 const chosen: string[] = []
@@ -132,5 +135,9 @@ if (chosen.length > 0) {
 const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }
 const startArguments = /^exec fastify start (.+)$/.exec(pkg.scripts.start)?.[1]
 if (startArguments === undefined) throw new Error(`package.json's start script is not "exec fastify start ...": ${pkg.scripts.start}`)
-// A failed start-up rejects, and src/start-failure.ts reports it
-start(startArguments.split(' ')).then(printWalkThrough)
+// Imported here, after the chdir, not at the top (under ES modules a static import runs first):
+// fastify-cli reads `.env` from the working directory as it loads
+import('fastify-cli/helper.js')
+  .then(({ default: { listen } }) => listen(startArguments.split(' ')))
+  // A failed start-up rejects, and src/start-failure.ts reports it
+  .then(printWalkThrough)
