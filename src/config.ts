@@ -13,15 +13,26 @@ export const DEFAULT_ADMIN_HOST = '127.0.0.1'
  * 100), Redis, PGlite's loopback socket, the files Node and the libraries open.
  */
 export const RESERVED_FDS = 256
+
 /**
- * The most client connections the process accepts at all, below its file-descriptor limit
- * (plugins/app/connection-limits.ts): beyond this Node drops a connection as it is accepted.
+ * The connection bounds a file-descriptor limit allows. A function of the limit, so that the
+ * README's example (at `ulimit -n` 20000) can be checked against it on any machine.
  */
-export const CONNECTION_HARD_CAP = Math.max(1, openFileLimit() - RESERVED_FDS)
-/** 80% of the hard cap: the rest is room to answer and close the connections over the bounds. */
-export const DEFAULT_MAX_CONNECTIONS = Math.max(1, Math.floor(CONNECTION_HARD_CAP * 0.8))
-/** What one client address (an IPv6 /64) may hold; behind a proxy, raise it (docs/operations.md). */
-export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = Math.min(256, DEFAULT_MAX_CONNECTIONS)
+export function connectionBounds (fileLimit: number) {
+  // The most client connections the process accepts at all (plugins/app/connection-limits.ts):
+  // beyond this Node drops a connection as it is accepted
+  const hardCap = Math.max(1, fileLimit - RESERVED_FDS)
+  // 80% of the hard cap: the rest is room to answer and close the connections over the bounds
+  const maxConnections = Math.max(1, Math.floor(hardCap * 0.8))
+  // What one client address (an IPv6 /64) may hold; behind a proxy, raise it (docs/operations.md)
+  const maxConnectionsPerAddress = Math.min(256, maxConnections)
+  return { hardCap, maxConnections, maxConnectionsPerAddress }
+}
+
+const BOUNDS = connectionBounds(openFileLimit())
+export const CONNECTION_HARD_CAP = BOUNDS.hardCap
+export const DEFAULT_MAX_CONNECTIONS = BOUNDS.maxConnections
+export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = BOUNDS.maxConnectionsPerAddress
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 

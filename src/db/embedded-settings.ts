@@ -3,10 +3,10 @@ import type { PGliteOptions } from '@electric-sql/pglite'
 
 /**
  * How the embedded store runs PGlite, for both the process that creates a cluster
- * (src/db/embedded-create.ts) and the worker that serves it (src/db/embedded-worker.ts). The
- * measurements behind each choice are in docs/operations.md (The embedded database). This
- * module does not load PGlite itself: the service's own thread imports it too, and has no use
- * for PGlite's code.
+ * (src/db/embedded-create.ts) and the worker that serves it (src/db/embedded-worker.ts). Each
+ * choice is in docs/operations.md (The embedded database), its measurements in
+ * docs/performance.md (The embedded store: start and memory). This module does not load PGlite
+ * itself: the service's own thread imports it too, and has no use for PGlite's code.
  */
 
 /**
