@@ -29,7 +29,7 @@ const SMALL_LISTING = 1000
  * Books per query while streaming: about 37 KB of JSON for short titles. A stalled listing holds
  * two pages (below), so a thousand of them hold about 75 MB. With pages of 1,000 a thousand
  * stalled listings took the process to 422 MiB in CI, over the 400 MiB the issue allows
- * (test/process/stalled-listings.test.ts); with 500, 305 to 325 MiB.
+ * (test/process/alone/stalled-listings.test.ts); with 500, 305 to 325 MiB.
  */
 const STREAM_PAGE = 500
 const LISTING_START = `{"status":200,"message":"${Message.BooksRetrieved}","data":[`

@@ -13,7 +13,9 @@ import {
 import { sleep, waitUntil } from '../helpers/wait.js'
 
 // Creating a PGlite cluster takes seconds; these tests start several
-t.setTimeout(120_000)
+// Its cases run one after the other, each starting a service on PGlite: CPU-bound, so slower
+// while other test files run beside it
+t.setTimeout(240_000)
 
 const BOOK = { title: 'Kindred', author: 'Octavia E. Butler', year: 1979 }
 /** The most the whole service may hold resident, idle, on `pglite:<directory>` (MiB). */
