@@ -1,3 +1,19 @@
+/**
+ * Adds, when `CORS_ORIGINS` lists the origins of browser front-ends, @fastify/cors: its
+ * `onRequest` hook, which gives those origins CORS headers and answers their preflights, and its
+ * `OPTIONS *` route. With `CORS_ORIGINS` empty (the default) it registers nothing, so nothing
+ * changes and no request pays for it.
+ *
+ * Only listed origins get CORS headers: an origin function, because with a plain list
+ * @fastify/cors would still answer any origin's preflight with the allowed methods and headers.
+ * A preflight is answered in the hook, before authentication, on every path (the `OPTIONS *`
+ * route; the HTTP edge keeps OPTIONS out of its 405 `Allow`). Not strict: a strict plugin
+ * answers an OPTIONS without `Access-Control-Request-Method` with a plain-text 400, outside the
+ * envelope. No credentials: the token travels in `Authorization`, set by the page's script,
+ * never in a cookie.
+ *
+ * @see https://github.com/fastify/fastify-cors
+ */
 import fastifyCors from '@fastify/cors'
 import fp from 'fastify-plugin'
 import { EXPOSED_HEADERS, METHODS, REQUEST_HEADERS } from '../../src/http.js'
@@ -17,20 +33,6 @@ export function parseOrigins (value: string): Set<string> {
   return origins
 }
 
-/**
- * CORS for the browser front-ends listed in `CORS_ORIGINS`; not registered at all when it is
- * empty, so by default nothing changes and no request pays for it.
- *
- * Only listed origins get CORS headers: an origin function, because with a plain list
- * @fastify/cors would still answer any origin's preflight with the allowed methods and headers.
- * A preflight is answered in the `onRequest` hook, before authentication, on every path (the
- * plugin's `OPTIONS *` route; the HTTP edge keeps OPTIONS out of its 405 `Allow`). Not strict:
- * a strict plugin answers an OPTIONS without `Access-Control-Request-Method` with a plain-text
- * 400, outside the envelope. No credentials: the token travels in `Authorization`, set by
- * the page's script, never in a cookie.
- *
- * @see https://github.com/fastify/fastify-cors
- */
 export default fp(async function cors (fastify) {
   const origins = parseOrigins(fastify.config.CORS_ORIGINS)
   if (origins.size === 0) return

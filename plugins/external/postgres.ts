@@ -1,10 +1,8 @@
-import fastifyPostgres from '@fastify/postgres'
-import fp from 'fastify-plugin'
-import { EMBEDDED_PREFIX, isEmbedded, startEmbedded } from '../../src/db/embedded.js'
-import { CONNECT_TIMEOUT_MS, STATEMENT_TIMEOUT_MS } from '../../src/db/time-bounds.js'
-
 /**
- * The PostgreSQL pool as `fastify.pg`, closed when the server closes.
+ * Adds `fastify.pg` (@fastify/postgres): the PostgreSQL pool, ended by the plugin's `onClose`
+ * hook when the server closes, with an `error` listener of ours. With the embedded database,
+ * also an `onClose` hook that stops it. (`request.pg` and the `pg.transact` route option come
+ * along, unused here.)
  *
  * With `DB_URL=pglite:<directory>` or `pglite:memory` the database is PGlite, started here in a
  * worker thread and reached over a loopback socket (src/db/embedded.ts): everything above the
@@ -23,6 +21,11 @@ import { CONNECT_TIMEOUT_MS, STATEMENT_TIMEOUT_MS } from '../../src/db/time-boun
  *
  * @see https://github.com/fastify/fastify-postgres
  */
+import fastifyPostgres from '@fastify/postgres'
+import fp from 'fastify-plugin'
+import { EMBEDDED_PREFIX, isEmbedded, startEmbedded } from '../../src/db/embedded.js'
+import { CONNECT_TIMEOUT_MS, STATEMENT_TIMEOUT_MS } from '../../src/db/time-bounds.js'
+
 export default fp(async function postgres (fastify) {
   const { DB_URL, DB_POOL_MAX } = fastify.config
   let connectionString = DB_URL

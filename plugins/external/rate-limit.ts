@@ -1,3 +1,18 @@
+/**
+ * Adds @fastify/rate-limit with our store: `fastify.createRateLimit` and `fastify.rateLimit`
+ * (limits applied in code, not per route), and its `onRoute` hook, which gives an `onRequest`
+ * attempt limit per client address to the routes that ask for one in their `config.rateLimit`
+ * (POST /token, against password guessing) and to no other. Over the limit: 429 in the
+ * envelope, with `Retry-After`. With `REDIS_URL`, also an `onClose` hook that disconnects from
+ * Redis.
+ *
+ * Without `REDIS_URL` each process counts for itself. With it, the attempts are counted in Redis,
+ * so all instances together allow what one does. Redis not answering, at start-up or later,
+ * never stops the service: each process counts for itself meanwhile, and the counts go back to
+ * Redis once it answers.
+ *
+ * @see https://github.com/fastify/fastify-rate-limit
+ */
 import { once } from 'node:events'
 import fastifyRateLimit, { type FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
 import type { FastifyBaseLogger } from 'fastify'
@@ -163,18 +178,6 @@ async function createClient (url: string): Promise<Redis> {
   }
 }
 
-/**
- * Attempt limits per client address, applied only to the routes that ask for one in their
- * `config.rateLimit` (POST /token, against password guessing). Over the limit: 429 in the
- * envelope, with `Retry-After`.
- *
- * Without `REDIS_URL` each process counts for itself. With it, the attempts are counted in Redis,
- * so all instances together allow what one does. Redis not answering, at start-up or later,
- * never stops the service: each process counts for itself meanwhile, and the counts go back to
- * Redis once it answers.
- *
- * @see https://github.com/fastify/fastify-rate-limit
- */
 export default fp(async function rateLimit (fastify) {
   const { REDIS_URL } = fastify.config
   let store: FastifyRateLimitStoreCtor = LocalStore

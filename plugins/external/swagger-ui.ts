@@ -1,18 +1,20 @@
+/**
+ * Adds the routes of @fastify/swagger-ui: the interactive reference at `GET /docs`, and its own
+ * routes (`/docs/static/*`, `/docs/json`, `/docs/yaml`), hidden from the OpenAPI document. They
+ * sit in an encapsulated plugin with an error handler of their own: a path under `/docs/static/`
+ * that `send` refuses is answered as a missing file is (`refusedPathIsNotFound`). What the plugin
+ * decorates (`swaggerCSP`) and its `onSend` hook (the Content-Security-Policy) stay there too.
+ *
+ * From the files of the installed package only: the base layout (no top bar with its outside
+ * link and URL box), no online validator, and a Content-Security-Policy that lets the page load
+ * nothing from anywhere else.
+ *
+ * @see https://github.com/fastify/fastify-swagger-ui
+ */
 import fastifySwaggerUi from '@fastify/swagger-ui'
 import fp from 'fastify-plugin'
 import { refusedPathIsNotFound } from '../../src/errors.js'
 
-/**
- * The interactive reference at `GET /docs`, from the files of the installed package only: the
- * base layout (no top bar with its outside link and URL box), no online validator, and a
- * Content-Security-Policy that lets the page load nothing from anywhere else. Its own routes
- * (`/docs/static/*`, `/docs/json`, `/docs/yaml`) are hidden from the document.
- *
- * A path under `/docs/static/` that `send` refuses is answered as a missing file is
- * (`refusedPathIsNotFound`).
- *
- * @see https://github.com/fastify/fastify-swagger-ui
- */
 export default fp(async function swaggerUi (fastify) {
   // Encapsulated, so that the documentation routes alone get this error handler
   await fastify.register(async function documentation (docs) {

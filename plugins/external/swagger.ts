@@ -1,18 +1,19 @@
+/**
+ * Adds `fastify.swagger()` (@fastify/swagger, whose `onRoute` hook collects the routes registered
+ * after this plugin) and the route `GET /openapi.json`, which serves what it returns: the OpenAPI
+ * 3.1 document of those routes, built from their schemas (summary, tags, security, every response
+ * with its messages as examples). 3.1, not 3.0: its schemas are JSON Schema 2020-12, so the route
+ * schemas appear as they are (`data: null` stays `type: 'null'`). Routes with `schema.hide` (this
+ * one, those of /docs) are left out.
+ *
+ * @see https://github.com/fastify/fastify-swagger
+ */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import fastifySwagger from '@fastify/swagger'
 import fp from 'fastify-plugin'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 
-/**
- * The OpenAPI 3.1 document of the routes registered after this plugin, built from their schemas
- * (summary, tags, security, every response with its messages as examples), served at
- * `GET /openapi.json`. 3.1, not 3.0: its schemas are JSON Schema 2020-12, so the route schemas
- * appear as they are (`data: null` stays `type: 'null'`). Routes with `schema.hide` (this one,
- * those of /docs) are left out.
- *
- * @see https://github.com/fastify/fastify-swagger
- */
 export default fp(async function swagger (fastify) {
   await fastify.register(fastifySwagger, {
     openapi: {
