@@ -1,3 +1,31 @@
+/**
+ * Adds `fastify.operationsRoute` and `fastify.adminAddress`, and with ADMIN_PORT set, a listener
+ * of its own for the operations endpoints (`/health/*`, `/metrics`): the route constraint
+ * `listener`, an `onReady` hook that starts the admin server on ADMIN_HOST (127.0.0.1 unless
+ * set), and an `onClose` hook that closes it. Without ADMIN_PORT, only the two decorators: no
+ * constraint, no server.
+ *
+ * The operations endpoints get a listener of their own, as PostgREST's admin server does: what
+ * they show (failed logins, the pool, the Node.js version) is for the operator, not for every
+ * client.
+ *
+ * One app, two `http.Server`s: the admin one hands its requests to this instance's router
+ * (`fastify.routing`), so every hook, header, log line and metric is the same on both ports, and
+ * the readiness state during a shutdown is the one state of the app. The router tells the two
+ * apart by a route constraint (find-my-way's own mechanism, as for `Accept-Version`), derived
+ * from which server accepted the request and required when derived: the operations routes
+ * match only what came through the admin listener, every other route only what came through the
+ * public one, and the rest is the not-found handler's 404 `Route not found`, exactly what an
+ * unknown path answers. A second Fastify instance would need its own hooks, error handler,
+ * metrics registry and shutdown state, kept in step with this one's by hand.
+ *
+ * The admin server gets the public server's timeouts and its Node-level edge handlers (client
+ * errors, CONNECT, Expect), so it answers a hostile client as the public port does. It listens
+ * once the app is ready (a port already taken fails the start-up) and closes last: Fastify
+ * closes its own server first, after the drain (plugins/app/shutdown.ts), and only then runs the
+ * `onClose` hooks. So a probe of the admin port sees readiness 503 from the signal on, through
+ * SHUTDOWN_DELAY_MS and the drain, until the process is about to exit.
+ */
 import { createServer, type IncomingMessage } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance, RouteShorthandOptions } from 'fastify'
@@ -37,30 +65,6 @@ declare module 'fastify' {
   }
 }
 
-/**
- * With ADMIN_PORT set, the operations endpoints (`/health/*`, `/metrics`) on a listener of their
- * own, bound to ADMIN_HOST (127.0.0.1 unless set), as PostgREST's admin server does: what they
- * show (failed logins, the pool, the Node.js version) is for the operator, not for every client.
- *
- * One app, two `http.Server`s: the admin one hands its requests to this instance's router
- * (`fastify.routing`), so every hook, header, log line and metric is the same on both ports, and
- * the readiness state during a shutdown is the one state of the app. The router tells the two
- * apart by a route constraint (find-my-way's own mechanism, as for `Accept-Version`), derived
- * from which server accepted the request and required when derived: the operations routes
- * match only what came through the admin listener, every other route only what came through the
- * public one, and the rest is the not-found handler's 404 `Route not found`, exactly what an
- * unknown path answers. A second Fastify instance would need its own hooks, error handler,
- * metrics registry and shutdown state, kept in step with this one's by hand.
- *
- * The admin server gets the public server's timeouts and its Node-level edge handlers (client
- * errors, CONNECT, Expect), so it answers a hostile client as the public port does. It listens
- * once the app is ready (a port already taken fails the start-up) and closes last: Fastify
- * closes its own server first, after the drain (plugins/app/shutdown.ts), and only then runs the
- * `onClose` hooks. So a probe of the admin port sees readiness 503 from the signal on, through
- * SHUTDOWN_DELAY_MS and the drain, until the process is about to exit.
- *
- * Without ADMIN_PORT it does nothing at all: no constraint, no server.
- */
 export default fp(async function adminListener (fastify) {
   const { config, log } = fastify
   const port = config.ADMIN_PORT

@@ -1,3 +1,12 @@
+/**
+ * Adds `fastify.authenticate`, the `onRequest` hook of the protected routes (routes/books.ts adds
+ * it to its own): it runs before the body is read and never touches the database. The token is
+ * the bare `Authorization` value; `Bearer <token>` is not a token and fails verification.
+ * fast-jwt raises many error kinds, several of which @fastify/jwt would turn into a 500: every
+ * one of them is simply `Invalid token` here. Two Authorization fields are `Invalid token` too: a
+ * proxy in front may have read the other. Callback style, being on every book request: an async
+ * hook costs a promise each time.
+ */
 import type { onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import { Message } from '../../src/envelope.js'
@@ -47,14 +56,6 @@ function hasSeveralAuthorizations (rawHeaders: string[]): boolean {
   return false
 }
 
-/**
- * The `onRequest` hook of the protected routes: it runs before the body is read and never
- * touches the database. The token is the bare `Authorization` value; `Bearer <token>` is not a
- * token and fails verification. fast-jwt raises many error kinds, several of which
- * @fastify/jwt would turn into a 500: every one of them is simply `Invalid token` here.
- * Two Authorization fields are `Invalid token` too: a proxy in front may have read the other.
- * Callback style, being on every book request: an async hook costs a promise each time.
- */
 export default fp(async function authenticate (fastify) {
   fastify.decorate('authenticate', function (request, reply, done) {
     if (hasSeveralAuthorizations(request.raw.rawHeaders)) return done(new ApiError(401, Message.InvalidToken))

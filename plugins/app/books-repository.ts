@@ -1,3 +1,8 @@
+/**
+ * Adds `fastify.booksRepository`, made by `createBooksRepository` (below) on the pool of
+ * @fastify/postgres once migrate has brought the tables up to date; its listings get at most
+ * half the pool's connections at once (`listingConnections`).
+ */
 import { createHash } from 'node:crypto'
 import type { PostgresDb } from '@fastify/postgres'
 import fp from 'fastify-plugin'

@@ -1,3 +1,23 @@
+/**
+ * Adds bounds on the client connections the process holds, below its file-descriptor limit, so
+ * that no flood of idle connections leaves nothing for anyone else: listeners on the server's
+ * `connection`, `drop` and `request` events that count connections and their requests,
+ * `server.maxConnections` set to CONNECTION_HARD_CAP, an `onRequest` hook that answers a
+ * connection over a bound, and an `onClose` hook that stops the timer of its log.
+ *
+ * - at most MAX_CONNECTIONS open (`503 Too many connections`), and at most
+ *   MAX_CONNECTIONS_PER_ADDRESS from one client address, the socket's peer (`429 Too many
+ *   connections from this address`). A connection over a bound is answered once its first request
+ *   has arrived (or in place of the 408 when none does), with `Retry-After` and
+ *   `Connection: close`, and closed lingering; it is not counted against the bounds.
+ * - Node itself drops, as it accepts them, the connections beyond CONNECTION_HARD_CAP (all of
+ *   them, answered or not), so the process never runs out of descriptors.
+ * - from HIGH_WATER_FRACTION of MAX_CONNECTIONS open on, a keep-alive connection is closed after
+ *   IDLE_SHED_MS idle instead of the keep-alive timeout, and says so in its `Keep-Alive` header;
+ *   "idle" is Node's own: from the end of a response to the first byte of the next request.
+ *
+ * The log says so once per client address and minute, not once per connection.
+ */
 import type { Socket } from 'node:net'
 import { normalizeIP } from '@fastify/rate-limit'
 import fp from 'fastify-plugin'
@@ -39,23 +59,6 @@ export function addressKey (address: string | undefined): string {
   return address === undefined ? '' : normalizeIP(address)
 }
 
-/**
- * Bounds on the client connections the process holds, below its file-descriptor limit, so that
- * no flood of idle connections leaves nothing for anyone else:
- *
- * - at most MAX_CONNECTIONS open (`503 Too many connections`), and at most
- *   MAX_CONNECTIONS_PER_ADDRESS from one client address, the socket's peer (`429 Too many
- *   connections from this address`). A connection over a bound is answered once its first request
- *   has arrived (or in place of the 408 when none does), with `Retry-After` and
- *   `Connection: close`, and closed lingering; it is not counted against the bounds.
- * - Node itself drops, as it accepts them, the connections beyond CONNECTION_HARD_CAP (all of
- *   them, answered or not), so the process never runs out of descriptors.
- * - from HIGH_WATER_FRACTION of MAX_CONNECTIONS open on, a keep-alive connection is closed after
- *   IDLE_SHED_MS idle instead of the keep-alive timeout, and says so in its `Keep-Alive` header;
- *   "idle" is Node's own: from the end of a response to the first byte of the next request.
- *
- * The log says so once per client address and minute, not once per connection.
- */
 export default fp(async function connectionLimits (fastify) {
   const { config, log, server } = fastify
   const max = config.MAX_CONNECTIONS

@@ -1,3 +1,23 @@
+/**
+ * Adds the web console at `/console/`: the routes of @fastify/static for the files `npm run build`
+ * made of console/ (not its `reply.sendFile` and `reply.download`), a `GET /console` route that
+ * redirects there, and, for those routes alone (an encapsulated plugin), an `onSend` hook that
+ * sets the Content-Security-Policy (CONSOLE_CSP) and `Referrer-Policy: no-referrer`, and an error
+ * handler. The console is a page that uses only the public API with a token, like any client.
+ *
+ * What is on disk is served, so a new `npm run build` is served at once, page and bundles
+ * together (routes made per file at start-up would serve the new page with no route for its new
+ * bundles). A path that is not a file is the service's ordinary `404 Route not found`, also one
+ * that `send` refuses (`..`, encoded or not: `refusedPathIsNotFound`, as under /docs/static/),
+ * and another method the ordinary 405. The bundles' names carry a hash of their content, so
+ * they may be cached for good; the page itself is checked again on every load. The routes are
+ * hidden from the OpenAPI document: they are not the API.
+ *
+ * Without a build (a test run straight from the sources) the console is not served, and the
+ * log says so once.
+ *
+ * @see https://github.com/fastify/fastify-static
+ */
 import { existsSync } from 'node:fs'
 import { join, relative, sep } from 'node:path'
 import fastifyStatic from '@fastify/static'
@@ -28,22 +48,6 @@ export const CONSOLE_CSP = [
   "frame-ancestors 'none'"
 ].join('; ')
 
-/**
- * The web console at `/console/` (`GET /console` redirects there): the files `npm run build`
- * made of console/, a page that uses only the public API with a token, like any client.
- * What is on disk is served, so a new `npm run build` is served at once, page and bundles
- * together (routes made per file at start-up would serve the new page with no route for its new
- * bundles). A path that is not a file is the service's ordinary `404 Route not found`, also one
- * that `send` refuses (`..`, encoded or not: `refusedPathIsNotFound`, as under /docs/static/),
- * and another method the ordinary 405. The bundles' names carry a hash of their content, so
- * they may be cached for good; the page itself is checked again on every load. The routes are
- * hidden from the OpenAPI document: they are not the API.
- *
- * Without a build (a test run straight from the sources) the console is not served, and the
- * log says so once.
- *
- * @see https://github.com/fastify/fastify-static
- */
 export default fp<{ directory?: string }>(async function consolePages (fastify, { directory = CONSOLE_DIR }) {
   if (!existsSync(join(directory, 'index.html'))) {
     fastify.log.warn({ directory }, 'console not built (npm run build): /console/ is not served')

@@ -1,3 +1,17 @@
+/**
+ * Adds, in the envelope, everything about requests that Node's HTTP layer answers itself or that
+ * no route matches:
+ *
+ * - listeners on the server's `connect` and `checkExpectation` events;
+ * - an `onRequest` hook that answers 400 to an HTTP/1.1 request without `Host`;
+ * - the not-found handler: 405 with `Allow` when the path has routes for other methods, else 404;
+ * - for the server options of src/app.ts, `clientErrorHandler` and `frameworkErrors` (below).
+ *
+ * Node answers a few requests outside the envelope unless someone else does: CONNECT (it drops
+ * the socket), an `Expect` other than `100-continue` (an empty 417) and an HTTP/1.1 request
+ * without `Host` (an empty 400; its check is turned off in the server options so that the hook
+ * here answers instead).
+ */
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
@@ -74,14 +88,6 @@ export function frameworkErrors (error: FastifyError, request: FastifyRequest, r
   request.server.metrics.observe(request, reply)
 }
 
-/**
- * Everything about requests that Node's HTTP layer answers itself or that no route matches, in
- * the envelope. Node answers a few requests outside it unless someone else does: CONNECT (it
- * drops the socket), an `Expect` other than `100-continue` (an empty 417) and an HTTP/1.1
- * request without `Host` (an empty 400; its check is turned off in the server options so that
- * the hook here answers instead). A request no route matches is 405 with `Allow` when its path
- * has routes for other methods, else 404.
- */
 export default fp(async function httpEdge (fastify) {
   fastify.server.on('connect', (request, socket) => {
     endSocketWithEnvelope(socket, 405, `Allow: ${METHODS.join(', ')}\r\n`)

@@ -1,3 +1,12 @@
+/**
+ * Adds an `onReady` hook that starts removing the idempotency keys older than their retention,
+ * and an `onClose` hook that stops it. In the service itself: at start, then every few minutes,
+ * in batches of `SWEEP_BATCH` oldest first, each its own short transaction, a full batch
+ * followed by the next after a pause, so there is never a long lock or a burst of deletes.
+ * Instances sweeping together skip each other's rows (SKIP LOCKED). A failed batch is logged and
+ * tried again next time: an expired key kept longer does no harm. The first batch runs before
+ * the server is ready, so the work never overlaps a start.
+ */
 import fp from 'fastify-plugin'
 
 /** An idempotency key answers its retries for at least this long (docs/api.md). */
@@ -9,14 +18,6 @@ export const SWEEP_PAUSE_MS = 100
 /** How often an instance looks for expired keys; every instance does, sharing the work. */
 const SWEEP_EVERY_MS = 5 * 60_000
 
-/**
- * Removes the idempotency keys older than their retention, in the service itself: at start,
- * then every few minutes, in batches of `SWEEP_BATCH` oldest first, each its own short
- * transaction, a full batch followed by the next after a pause, so there is never a long lock
- * or a burst of deletes. Instances sweeping together skip each other's rows (SKIP LOCKED). A
- * failed batch is logged and tried again next time: an expired key kept longer does no harm.
- * The first batch runs before the server is ready, so the work never overlaps a start.
- */
 export default fp(async function idempotencyKeysSweep (fastify) {
   const { booksRepository, log } = fastify
   const retentionSeconds = IDEMPOTENCY_KEY_RETENTION_HOURS * 3600

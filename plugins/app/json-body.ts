@@ -1,3 +1,11 @@
+/**
+ * Adds the parser of `application/json` bodies, in place of Fastify's, on every route that reads
+ * one. Before Fastify's own JSON parser (same limits, same `__proto__` refusal), it refuses what
+ * that parser would misread: a `Content-Encoding` other than `identity` and a `charset` other
+ * than UTF-8 are `415 Unsupported media type` (RFC 9110 section 15.5.16); bytes that are not
+ * UTF-8, and strings with a lone surrogate, are 400 with the route's message. Nothing is stored
+ * from such a body.
+ */
 import { parse as parseContentType } from 'content-type'
 import { errorCodes, type FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
@@ -81,13 +89,6 @@ function isWellFormedJson (value: unknown): boolean {
   return true
 }
 
-/**
- * The parser of `application/json` bodies, on every route that reads one. Before Fastify's own
- * JSON parser (same limits, same `__proto__` refusal), it refuses what that parser would misread:
- * a `Content-Encoding` other than `identity` and a `charset` other than UTF-8 are `415 Unsupported
- * media type` (RFC 9110 section 15.5.16); bytes that are not UTF-8, and strings with a lone
- * surrogate, are 400 with the route's message. Nothing is stored from such a body.
- */
 export default fp(async function jsonBody (fastify) {
   const { onProtoPoisoning = 'error', onConstructorPoisoning = 'error' } = fastify.initialConfig
   const parseJson = fastify.getDefaultJsonParser(onProtoPoisoning, onConstructorPoisoning)

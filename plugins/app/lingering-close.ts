@@ -1,3 +1,11 @@
+/**
+ * Adds a listener on the server's `connection` event, so that every connection Node's HTTP server
+ * ends after a response (`Connection: close`: a 413, a refused connection, the drain of a
+ * shutdown, HTTP/1.0) is closed lingering (`lingeringClose`, below): Node's own close after such
+ * a response (`destroySoon`: end, then destroy as soon as the answer is written) is what resets a
+ * client still writing its body. Node has no option for this; its socket method is replaced per
+ * connection, as Node itself once considered for TLS (nodejs/node#36205).
+ */
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import fp from 'fastify-plugin'
@@ -61,13 +69,6 @@ export function lingeringClose (socket: Duplex) {
   socket.resume()
 }
 
-/**
- * Every connection Node's HTTP server ends after a response (`Connection: close`: a 413, a
- * refused connection, the drain of a shutdown, HTTP/1.0) is closed lingering: Node's own close
- * after such a response (`destroySoon`: end, then destroy as soon as the answer is written) is
- * what resets a client still writing its body. Node has no option for this; its socket method
- * is replaced per connection, as Node itself once considered for TLS (nodejs/node#36205).
- */
 export default fp(async function lingeringClosePlugin (fastify) {
   fastify.server.on('connection', (socket: Socket) => {
     socket.destroySoon = () => lingeringClose(socket)

@@ -1,3 +1,7 @@
+/**
+ * Adds `fastify.loginAttempts`, the per-username limit of POST /token (`createLoginAttempts`,
+ * below), made with the rate-limit plugin's `fastify.createRateLimit`.
+ */
 import { createHash } from 'node:crypto'
 import { normalizeIP, type CreateRateLimitOptions } from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyRequest } from 'fastify'

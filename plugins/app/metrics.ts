@@ -1,3 +1,9 @@
+/**
+ * Adds `fastify.metrics` (`createMetrics`, below; GET /metrics renders its registry) and an
+ * `onResponse` hook that observes every response, callback style (no promise per request).
+ * Requests answered before routing (an undecodable URL) skip the hooks: the HTTP edge observes
+ * those itself (plugins/app/http-edge.ts).
+ */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Pool } from 'pg'
@@ -45,11 +51,6 @@ export function createMetrics (pool: Pool) {
   }
 }
 
-/**
- * Observes every response in one callback-style `onResponse` hook (no promise per request).
- * Requests answered before routing (an undecodable URL) skip the hooks: the HTTP edge observes
- * those itself (plugins/app/http-edge.ts).
- */
 export default fp(async function metrics (fastify) {
   const metrics = createMetrics(fastify.pg.pool)
   fastify.decorate('metrics', metrics)

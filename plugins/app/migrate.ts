@@ -1,3 +1,15 @@
+/**
+ * Adds nothing to the instance: while it registers, it brings the table structure up to date,
+ * before the server listens. All pending steps run in one transaction under a transaction-level
+ * advisory lock, so instances starting together on one database apply each step exactly once
+ * and a failed step leaves nothing half done. Both the lock and the time bounds end with the
+ * transaction: they hold through a pooler in transaction mode, where a session lock or setting
+ * would stay with a server connection that is then handed to someone else.
+ *
+ * Not `fastify.pg.transact`: it adds no `error` listener to the client it checks out, so a
+ * connection dropped while migrating would end the process, and it reports a connection that
+ * could not be made like a step that failed.
+ */
 import fp from 'fastify-plugin'
 import type { PoolClient } from 'pg'
 import { migrations } from '../../src/db/migrations.js'
@@ -6,18 +18,6 @@ import { BEGIN_BOUNDED } from '../../src/db/time-bounds.js'
 /** Arbitrary but fixed: every instance of the service must take the same lock. */
 const MIGRATION_LOCK_KEY = 7_301_455_001
 
-/**
- * Brings the table structure up to date before the server listens. All pending steps run in
- * one transaction under a transaction-level advisory lock, so instances starting together on
- * one database apply each step exactly once and a failed step leaves nothing half done. Both
- * the lock and the time bounds end with the transaction: they hold through a pooler in
- * transaction mode, where a session lock or setting would stay with a server connection that
- * is then handed to someone else.
- *
- * Not `fastify.pg.transact`: it adds no `error` listener to the client it checks out, so a
- * connection dropped while migrating would end the process, and it reports a connection that
- * could not be made like a step that failed.
- */
 export default fp(async function migrate (fastify) {
   let client: PoolClient
   try {

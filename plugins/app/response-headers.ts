@@ -1,3 +1,6 @@
+/**
+ * Adds an `onSend` hook that sets the headers of every response (`setResponseHeaders`, below).
+ */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 

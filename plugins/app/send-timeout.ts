@@ -1,11 +1,9 @@
-import fp from 'fastify-plugin'
-import { logStalledResponse } from '../../src/request-log.js'
-
 /**
- * A response whose client takes none of it for `SEND_TIMEOUT_MS` is cut off: its socket is
- * destroyed and the request logged once as such. Without this, a client that asks for a long
- * listing and stops reading keeps its connection, its place in the kernel's buffers and the
- * pages the service holds for it, for ever.
+ * Adds the server's socket timeout, `SEND_TIMEOUT_MS`, and an `onTimeout` hook that logs, once,
+ * each request it cuts off: a response whose client takes none of it for that long has its
+ * socket destroyed. Without this, a client that asks for a long listing and stops reading keeps
+ * its connection, its place in the kernel's buffers and the pages the service holds for it, for
+ * ever.
  *
  * The mechanism is Node's socket timeout (`server.timeout`, what Fastify's `connectionTimeout`
  * sets): Node destroys a connection that has no activity for that long. While a write is pending,
@@ -17,6 +15,9 @@ import { logStalledResponse } from '../../src/request-log.js'
  * and request timeouts (5 s, 10 s) come first; a handler waits for the database at most
  * DATABASE_CALL_BOUND_MS (5 s), which the setting's minimum stays well above.
  */
+import fp from 'fastify-plugin'
+import { logStalledResponse } from '../../src/request-log.js'
+
 export default fp(async function sendTimeout (fastify) {
   const { SEND_TIMEOUT_MS } = fastify.config
   fastify.server.setTimeout(SEND_TIMEOUT_MS)

@@ -1,3 +1,18 @@
+/**
+ * Adds `fastify.isClosing` and `fastify.beginShutdown`, the state "the server is shutting down"
+ * for whatever must act on it (readiness answers 503 from then on, routes/health.ts), and a
+ * shutdown that drops no request: a `preClose` hook that stops accepting and gives idle
+ * connections their grace, and an `onSend` hook that says `Connection: close` while draining.
+ *
+ * It stops accepting but leaves the open connections alone: `http.Server.close()` (what
+ * Fastify's `close()` calls) would also close every idle keep-alive connection at once, racing a
+ * client that is sending its next request on it at that moment (the client sees a reset).
+ * Instead every response from then on says `Connection: close` (requests in flight included),
+ * so each client ends its own connection after its answer, and only what is still idle after
+ * `IDLE_CONNECTION_GRACE_MS` is left to Fastify's close. After a signal the listener closes
+ * before any such answer goes out, so no client is reconnecting while it closes (a connection
+ * waiting to be accepted then would be reset).
+ */
 import { Server as NetServer } from 'node:net'
 import fp from 'fastify-plugin'
 
@@ -24,19 +39,6 @@ declare module 'fastify' {
   }
 }
 
-/**
- * The state "the server is shutting down", for whatever must act on it (readiness answers 503
- * from then on, routes/health.ts), and a shutdown that drops no request.
- *
- * It stops accepting but leaves the open connections alone: `http.Server.close()` (what
- * Fastify's `close()` calls) would also close every idle keep-alive connection at once, racing a
- * client that is sending its next request on it at that moment (the client sees a reset).
- * Instead every response from then on says `Connection: close` (requests in flight included),
- * so each client ends its own connection after its answer, and only what is still idle after
- * `IDLE_CONNECTION_GRACE_MS` is left to Fastify's close. After a signal the listener closes
- * before any such answer goes out, so no client is reconnecting while it closes (a connection
- * waiting to be accepted then would be reset).
- */
 export default fp(async function shutdown (fastify) {
   const { config, log, server } = fastify
   let state: 'serving' | 'leaving' | 'draining' = 'serving'
