@@ -53,7 +53,7 @@ export default fp<{ directory?: string }>(async function consolePages (fastify, 
     fastify.log.warn({ directory }, 'console not built (npm run build): /console/ is not served')
     return
   }
-  // Encapsulated: the header hook and the reply decorator stay with the console's routes
+  // Encapsulated: the header hook and the error handler stay with the console's routes
   await fastify.register(async function console (pages) {
     pages.setErrorHandler(refusedPathIsNotFound)
     pages.addHook('onSend', function (request, reply, payload, done) {
