@@ -13,6 +13,8 @@ import { clusterState, DB_SHUTDOWNED, DEV_COMMAND, type Service, spawnService, t
 
 // A build, a PGlite cluster created and started again
 t.setTimeout(120_000)
+// Each case in a data directory and a tree of its own
+t.jobs = 2
 
 const BOOK = { title: 'Kindred', author: 'Octavia E. Butler', year: 1979 }
 const CREDENTIALS = { SECRET_TOKEN: SECRET, AUTH_USERNAME: USERNAME, AUTH_PASSWORD: PASSWORD }

@@ -15,6 +15,8 @@ import { closedPort, DEV_COMMAND, probe, spawnService, temporaryDirectory } from
 import { waitUntil } from '../helpers/wait.js'
 
 t.setTimeout(90_000)
+// Each case in a working directory of its own, on a port of its own
+t.jobs = 3
 
 /**
  * A directory to start the service in, a package (fastify-cli reads the app's module type from

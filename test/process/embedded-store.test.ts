@@ -12,10 +12,10 @@ import {
 } from '../helpers/service.js'
 import { sleep, waitUntil } from '../helpers/wait.js'
 
-// Creating a PGlite cluster takes seconds; these tests start several
-// Its cases run one after the other, each starting a service on PGlite: CPU-bound, so slower
-// while other test files run beside it
+// Creating a PGlite cluster takes seconds, more beside other test files; these tests start
+// several, each in a directory of its own, three at a time
 t.setTimeout(240_000)
+t.jobs = 3
 
 const BOOK = { title: 'Kindred', author: 'Octavia E. Butler', year: 1979 }
 /** The most the whole service may hold resident, idle, on `pglite:<directory>` (MiB). */
