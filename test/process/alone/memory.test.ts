@@ -2,13 +2,15 @@
  * 30,000 mixed requests from 32 keep-alive clients against the real process: its resident
  * memory settles after warm-up instead of growing with the number of requests served. Prints
  * the figures; the bound is loose on purpose (garbage collection is lazy), a leak of even a few
- * hundred bytes a request would exceed it.
+ * hundred bytes a request would exceed it. In test/process/alone/ (nothing runs beside it): with
+ * other files' load on this machine the service's collections come later, and the RSS seen
+ * after each phase grew by 22.5 MiB in one such run, with no leak.
  */
 import { Agent, request as httpRequest } from 'node:http'
 import t from 'tap'
-import { testEnv } from '../helper.js'
-import { createDatabase } from '../helpers/database.js'
-import { residentMiB, type Service, startService } from '../helpers/service.js'
+import { testEnv } from '../../helper.js'
+import { createDatabase } from '../../helpers/database.js'
+import { residentMiB, type Service, startService } from '../../helpers/service.js'
 
 t.setTimeout(120_000)
 
