@@ -1,8 +1,8 @@
 /**
  * 30,000 mixed requests from 32 keep-alive clients against the real process: its resident
  * memory settles after warm-up instead of growing with the number of requests served. Prints
- * the figures; the bound is loose on purpose (garbage collection is lazy), a leak of even a few
- * hundred bytes a request would exceed it. In test/process/alone/ (nothing runs beside it): with
+ * the figures; the bound is loose on purpose (garbage collection is lazy), a leak of about 1 KB a
+ * request would exceed it. In test/process/alone/ (nothing runs beside it): with
  * other files' load on this machine the service's collections come later, and the RSS seen
  * after each phase grew by 22.5 MiB in one such run, with no leak.
  */
@@ -11,12 +11,17 @@ import t from 'tap'
 import { testEnv } from '../../helper.js'
 import { createDatabase } from '../../helpers/database.js'
 import { residentMiB, type Service, startService } from '../../helpers/service.js'
+import { waitUntil } from '../../helpers/wait.js'
 
 t.setTimeout(120_000)
 
 const CLIENTS = 32
 const PHASES = 3
 const PER_PHASE = 10_000
+/** What the resident memory may grow by over the last 20,000 requests: a leak of 1 KB a request passes it. */
+const GROWTH_BOUND_MIB = 20
+/** How long an idle service is given to return its garbage when it seems to have grown. */
+const SETTLE_MS = 60_000
 
 function send (service: Service, agent: Agent, method: string, path: string, token: string | undefined, body?: string) {
   return new Promise<{ status: number, text: string }>((resolve, reject) => {
@@ -84,6 +89,16 @@ t.test('resident memory settles under 30,000 mixed requests', async (t) => {
   t.comment(`statuses: ${JSON.stringify(Object.fromEntries(statuses))}`)
   t.ok(sent >= PHASES * PER_PHASE, 'all requests were sent')
   t.strictSame([...statuses.keys()].sort(), [200, 201, 400, 401, 404], 'the mix reached every outcome, no 5xx')
-  t.ok(last - warm < 20, 'no growth beyond noise after warm-up')
+  // Garbage the service has not collected yet looks like growth (some runs here: 20 to 23 MiB
+  // right after the last phase); a leak stays. So a growth past the bound is looked at again
+  // while the service is idle, until V8 gives its garbage back, as it does within seconds to
+  // a minute (test/process/alone/stalled-listings.test.ts)
+  let settled = last
+  if (last - warm >= GROWTH_BOUND_MIB) {
+    const settleMs = await waitUntil(() => (settled = residentMiB(pid)) - warm < GROWTH_BOUND_MIB, SETTLE_MS,
+      `RSS back within ${GROWTH_BOUND_MIB} MiB of ${warm.toFixed(1)} MiB`, 250).catch(() => NaN)
+    t.comment(`idle: RSS ${settled.toFixed(1)} MiB ` + (Number.isNaN(settleMs) ? `after ${SETTLE_MS / 1000} s` : `after ${(settleMs / 1000).toFixed(1)} s`))
+  }
+  t.ok(settled - warm < GROWTH_BOUND_MIB, `no growth beyond noise after warm-up (${(settled - warm).toFixed(1)} MiB, bound ${GROWTH_BOUND_MIB})`)
   t.equal(service.exit, null, 'the service is still running')
 })

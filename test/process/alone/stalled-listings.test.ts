@@ -53,7 +53,7 @@ function stalledListing (service: Service, token: string): Promise<{ socket: Soc
 t.test(`${LISTINGS} listings that stop reading hold little memory and no connection`, { skip: NEEDS_SERVER }, async (t) => {
   const dbUrl = await createDatabase(t)
   // All the listings come from this one client address: the bound per address would answer
-  // most of them 429 (test/process/connection-limits.test.ts) instead of letting them stall
+  // most of them 429 (test/process/alone/connection-limits.test.ts) instead of letting them stall
   const service = await startService(t, { ...testEnv(dbUrl), MAX_CONNECTIONS_PER_ADDRESS: String(2 * LISTINGS) })
   const pid = service.serverPid
   const token = await service.token()
