@@ -54,6 +54,18 @@ export function restStatus (port: number, path: string): Promise<number> {
 }
 
 /**
+ * The deployment's file with PostgreSQL's Unix socket in `dir`: Debian's default directory,
+ * /var/run/postgresql, is writable by the postgres user only, and a contributor without root
+ * runs PostgreSQL as themselves (`postgresUser`). The file's last section is `postgresql:`, the
+ * node's own settings; a parameter added there stays local to the node.
+ */
+function withSocketDirectory (config: string, dir: string): string {
+  const sections = config.split('\n').filter((line) => /^[a-z_]+:/.test(line))
+  if (sections.at(-1) !== 'postgresql:') throw new Error(`${PATRONI_CONFIG} no longer ends with its postgresql: section`)
+  return `${config.trimEnd()}\n  parameters:\n    unix_socket_directories: '${dir}'\n`
+}
+
+/**
  * Starts Patroni for node `name` of the cluster whose lock is in the etcd at `etcdHost`, with its
  * data directory and password file under `dir` (owned by postgres), PostgreSQL and the REST API
  * on free loopback ports. It resolves once the REST API answers: the node then bootstraps the
@@ -69,8 +81,7 @@ export async function startPatroniNode (
   const pgPort = await freePort()
   // The postgres user must read the file: a checkout under root's home is not readable to it
   const config = path.join(dir, `${name}.yml`)
-  fs.copyFileSync(PATRONI_CONFIG, config)
-  fs.chmodSync(config, 0o644)
+  fs.writeFileSync(config, withSocketDirectory(fs.readFileSync(PATRONI_CONFIG, 'utf8'), dir), { mode: 0o644 })
   const daemon: Daemon = await startDaemon(`patroni ${name}`, (apiPort) => ({
     command: binary,
     args: [config],
