@@ -113,7 +113,7 @@ interface RunningHaproxy extends Omit<Haproxy, 'waitFor'> {
 }
 
 /**
- * Starts HAProxy (installing Debian's package when it is missing) with `config` as it is and
+ * Starts HAProxy (`findProgram`: Debian's, never installed here) with `config` as it is and
  * `env` as the whole environment it reads, plus where to listen (`bindVariable`) and its
  * runtime API's socket (BOOKKEEPING_STATS_SOCKET, in a directory of its own). It runs in the
  * foreground (`-db`), as the user that starts it.
@@ -140,11 +140,12 @@ async function runHaproxy (
     detached
   })
   const daemon = await startDaemon('haproxy', launch, port)
-  // HAProxy may accept on its port a moment before its runtime API's socket is there
-  for (let waited = 0; !fs.existsSync(statsSocket); waited += 10) {
+  // HAProxy may accept on its port a moment before its runtime API answers: first the socket's
+  // file is missing, then it refuses connections (seen with other test files loading the machine)
+  for (let waited = 0; !await runtimeApi(statsSocket, 'show info').then(() => true, () => false); waited += 10) {
     if (waited > 5000) {
       await daemon.stop()
-      throw new Error(`haproxy did not open ${statsSocket}: ${daemon.output().trim()}`)
+      throw new Error(`haproxy's runtime API did not answer on ${statsSocket}: ${daemon.output().trim()}`)
     }
     await new Promise((resolve) => setTimeout(resolve, 10))
   }

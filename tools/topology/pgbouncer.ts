@@ -51,8 +51,8 @@ function writeConfig (serverUrl: string, port: number, dir: string): string {
 }
 
 /**
- * Starts PgBouncer in front of the PostgreSQL server of `serverUrl` (installing Debian's
- * package when it is missing). PgBouncer refuses to run as root: as root it runs as `postgres`,
+ * Starts PgBouncer in front of the PostgreSQL server of `serverUrl` (`findProgram`: Debian's,
+ * never installed here). PgBouncer refuses to run as root: as root it runs as `postgres`,
  * the user Debian's PostgreSQL packages create. `detached`: see `Launch` in daemon.ts.
  */
 export async function startPgbouncer (serverUrl: string, { detached = false } = {}): Promise<Pgbouncer> {
