@@ -11,18 +11,17 @@ import { PASSWORD, SECRET, USERNAME } from '../helper.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 import { clusterState, DB_SHUTDOWNED, DEV_COMMAND, type Service, spawnService, temporaryDirectory } from '../helpers/service.js'
 
-// A build, a PGlite cluster created and started again
-t.setTimeout(120_000)
-// Each case in a data directory and a tree of its own
-t.jobs = 2
+// A build, a PGlite cluster created and started again: minutes beside other test files
+t.setTimeout(240_000)
 
 const BOOK = { title: 'Kindred', author: 'Octavia E. Butler', year: 1979 }
 const CREDENTIALS = { SECRET_TOKEN: SECRET, AUTH_USERNAME: USERNAME, AUTH_PASSWORD: PASSWORD }
 
 async function started (t: Test, env: Record<string, string>, command = DEV_COMMAND): Promise<Service> {
   const service = await spawnService(t, env, command)
-  // Creating a PGlite cluster takes seconds, more on a busy machine
-  await service.listening(60_000)
+  // The build (the first case) and creating a PGlite cluster take seconds each, beside other
+  // test files a minute or more: 60 s was seen running out
+  await service.listening(150_000)
   return service
 }
 
