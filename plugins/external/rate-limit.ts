@@ -54,7 +54,7 @@ function fixedWindowOnly (options: StoreOptions) {
   }
 }
 
-/** The counts in the process alone, without REDIS_URL. */
+/** The counts in the process: alone without REDIS_URL, else while Redis does not answer. */
 class LocalStore extends AttemptTable {
   constructor (options: StoreOptions) {
     fixedWindowOnly(options)
@@ -148,8 +148,9 @@ class SharedOrLocalStore implements ReadableStore {
   }
 
   child (routeOptions: LimitOptions) {
-    fixedWindowOnly(routeOptions)
-    return new SharedOrLocalStore(this.counting, this.remote.child(routeOptions) as ReadableStore, this.local.child(routeOptions) as ReadableStore)
+    // The local store's child refuses a window that is not fixed, for both
+    const local = this.local.child(routeOptions) as ReadableStore
+    return new SharedOrLocalStore(this.counting, this.remote.child(routeOptions) as ReadableStore, local)
   }
 }
 
@@ -198,8 +199,9 @@ export default fp(async function rateLimit (fastify) {
     }
     store = class extends SharedOrLocalStore {
       constructor (options: StoreOptions) {
-        fixedWindowOnly(options)
-        super(counting, new RedisAttemptStore(redis, KEY_NAMESPACE), new AttemptTable(options.cache))
+        // The local store refuses a window that is not fixed, for both
+        const local = new LocalStore(options)
+        super(counting, new RedisAttemptStore(redis, KEY_NAMESPACE), local)
       }
     }
   }
