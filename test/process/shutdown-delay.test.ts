@@ -120,6 +120,8 @@ t.test('a repeated signal: ignored within the repeat window, later it closes at 
   await sleep(100)
 
   service.child.kill('SIGTERM')
+  // The log line may reach the test after the listener is seen closed: wait for both
+  await service.waitFor(() => messages(service, 'server closing').length > 0, 3000, 'the close to begin')
   await waitUntil(async () => await probe(service.port) === 'refused', 3000, 'the listener to close at once')
   t.equal(messages(service, 'server closing').length, 1, 'a deliberate second signal closes now')
   t.equal(service.exit, null, 'waiting for the request in flight')
