@@ -33,10 +33,12 @@ async function stop (t: Test, service: Service) {
 /**
  * A copy of the tree to run the whole `npm run dev` in, build included: a build here would
  * rewrite dist/ under the feet of the other test files. The dependencies are this tree's own.
+ * The builds come along (tools/dist is in tools), so the copy's build is the incremental one
+ * of a tree built before, as a developer's second `npm run dev` is.
  */
 function treeCopy (t: Test): string {
   const copy = temporaryDirectory(t)
-  for (const entry of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'plugins', 'routes', 'console', 'tools']) {
+  for (const entry of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'plugins', 'routes', 'console', 'tools', 'dist']) {
     cpSync(join(PROJECT_ROOT, entry), join(copy, entry), { recursive: true })
   }
   symlinkSync(join(PROJECT_ROOT, 'node_modules'), join(copy, 'node_modules'))
