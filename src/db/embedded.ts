@@ -79,6 +79,9 @@ async function createCluster (dataDir: string, file?: string): Promise<void> {
  * `.partial` beside it is its own, or one left by a creation cut short.
  */
 async function createDirectoryCluster (dataDir: string): Promise<void> {
+  const holdsFiles = () => new Error('it holds files but no database; set DB_URL to a new or empty directory')
+  // Told at once rather than after the seconds of a creation; the rename checks again
+  if ((await fs.promises.readdir(dataDir).catch(() => [])).length > 0) throw holdsFiles()
   const partial = `${dataDir}.partial`
   await fs.promises.rm(partial, { recursive: true, force: true })
   await createCluster(partial)
@@ -88,7 +91,7 @@ async function createDirectoryCluster (dataDir: string): Promise<void> {
   } catch (err) {
     await fs.promises.rm(partial, { recursive: true, force: true })
     if ((err as NodeJS.ErrnoException).code !== 'ENOTEMPTY') throw err
-    throw new Error('it holds files but no database; set DB_URL to a new or empty directory', { cause: err })
+    throw holdsFiles()
   }
 }
 
