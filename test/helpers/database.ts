@@ -56,6 +56,13 @@ export const NEEDS_SERVER = STORE === 'pglite' && 'needs a PostgreSQL server (PG
 export const STORE_INDEPENDENT = STORE === 'pglite' && 'does not depend on the store: runs with TEST_STORE=postgres'
 
 /**
+ * For `t.test(name, { skip: OWN_STORE }, ...)`: tests that start a PGlite of their own whatever
+ * the store (`npm run dev`, `DB_URL=pglite:...`). A pass with `TEST_STORE=pglite` (CI's second)
+ * would only run them again unchanged; without TEST_STORE they run on any machine.
+ */
+export const OWN_STORE = process.env.TEST_STORE === 'pglite' && 'starts a PGlite of its own whatever the store: runs with TEST_STORE=postgres'
+
+/**
  * An empty PGlite cluster, dumped by the first store the tests start: loading it takes a
  * fraction of the seconds that creating a cluster does. Keyed by PGlite's version and by how
  * src/db/embedded-settings.ts has initdb create a cluster.

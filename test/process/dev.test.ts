@@ -8,6 +8,7 @@ import { cpSync, readFileSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { PASSWORD, SECRET, USERNAME } from '../helper.js'
+import { OWN_STORE } from '../helpers/database.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 import { clusterState, DB_SHUTDOWNED, DEV_COMMAND, type Service, spawnService, temporaryDirectory } from '../helpers/service.js'
 
@@ -50,7 +51,7 @@ function logged (service: Service, message: string): number {
     .filter((line) => (JSON.parse(line) as { msg: string }).msg.startsWith(message)).length
 }
 
-t.test('npm run dev: development values for what is unset, printed as such, kept across a Ctrl-C and a restart', async (t) => {
+t.test('npm run dev: development values for what is unset, printed as such, kept across a Ctrl-C and a restart', { skip: OWN_STORE }, async (t) => {
   const dataDir = temporaryDirectory(t)
   // No DB_URL, no secret, no credentials: only where to keep the data
   const env = { DEV_DATA_DIR: dataDir }
@@ -91,7 +92,7 @@ t.test('npm run dev: development values for what is unset, printed as such, kept
   await stop(t, second)
 })
 
-t.test('npm run dev leaves alone what is set', async (t) => {
+t.test('npm run dev leaves alone what is set', { skip: OWN_STORE }, async (t) => {
   const dataDir = temporaryDirectory(t)
   const service = await started(t, { DEV_DATA_DIR: dataDir, ...CREDENTIALS, DB_URL: 'pglite:memory' })
   t.notMatch(service.stderr, /DEVELOPMENT SETUP/, 'nothing chosen, nothing printed')
