@@ -5,13 +5,13 @@
  * only the requests that were in flight on it may fail. How many did, and when, is reported.
  */
 import t from 'tap'
-import { startCluster } from '../../tools/cluster.js'
-import { checkTimings } from '../../tools/topology/haproxy.js'
-import { testEnv } from '../helper.js'
-import { createDatabase, NEEDS_DIRECT_SERVER, pgClient } from '../helpers/database.js'
-import { EXPECTED_STATUS, startMixedLoad, summary } from '../helpers/mixed-load.js'
-import { sleep } from '../helpers/wait.js'
-import { needsPrograms } from '../helpers/programs.js'
+import { startCluster } from '../../../tools/cluster.js'
+import { checkTimings } from '../../../tools/topology/haproxy.js'
+import { testEnv } from '../../helper.js'
+import { createDatabase, NEEDS_DIRECT_SERVER, pgClient } from '../../helpers/database.js'
+import { EXPECTED_STATUS, startMixedLoad, summary } from '../../helpers/mixed-load.js'
+import { sleep } from '../../helpers/wait.js'
+import { needsPrograms } from '../../helpers/programs.js'
 
 t.setTimeout(120_000)
 

@@ -9,12 +9,12 @@ import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import t, { type Test } from 'tap'
-import { testEnv } from '../helper.js'
-import { createDatabase, STORE } from '../helpers/database.js'
-import { PROJECT_ROOT } from '../../src/project-root.js'
-import { probe, Service } from '../helpers/service.js'
-import { withTimeout } from '../helpers/wait.js'
-import { needsPrograms } from '../helpers/programs.js'
+import { testEnv } from '../../helper.js'
+import { createDatabase, STORE } from '../../helpers/database.js'
+import { PROJECT_ROOT } from '../../../src/project-root.js'
+import { probe, Service } from '../../helpers/service.js'
+import { withTimeout } from '../../helpers/wait.js'
+import { needsPrograms } from '../../helpers/programs.js'
 
 t.setTimeout(120_000)
 

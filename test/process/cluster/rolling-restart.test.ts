@@ -7,11 +7,11 @@
  * create acknowledged with 201 is stored exactly once, with nothing else stored.
  */
 import t from 'tap'
-import { startCluster } from '../../tools/cluster.js'
-import { testEnv } from '../helper.js'
-import { createDatabase, NEEDS_DIRECT_SERVER, pgClient } from '../helpers/database.js'
-import { EXPECTED_STATUS, startMixedLoad, summary } from '../helpers/mixed-load.js'
-import { needsPrograms } from '../helpers/programs.js'
+import { startCluster } from '../../../tools/cluster.js'
+import { testEnv } from '../../helper.js'
+import { createDatabase, NEEDS_DIRECT_SERVER, pgClient } from '../../helpers/database.js'
+import { EXPECTED_STATUS, startMixedLoad, summary } from '../../helpers/mixed-load.js'
+import { needsPrograms } from '../../helpers/programs.js'
 
 t.setTimeout(240_000)
 
