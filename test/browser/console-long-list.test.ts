@@ -30,6 +30,11 @@ t.test('20,000 books', { skip: STORE_INDEPENDENT || needsPrograms('chromium') },
 
   const watched = await openPage(t, browser)
   const { page } = watched
+  // A slower network than loopback, 1 MB/s: the list (about 1.3 MB) arrives over a second or
+  // so, in many pieces. On loopback it came at times in one piece, and nothing showed meanwhile
+  const cdp = await page.context().newCDPSession(page)
+  await cdp.send('Network.enable')
+  await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: 1_000_000, uploadThroughput: -1 })
   // What the status line says on the way (`Loading… 1,234 books` while the list streams), and
   // how many book rows are drawn then
   await page.addInitScript(() => {
