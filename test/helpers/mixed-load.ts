@@ -7,9 +7,6 @@
 import { Agent } from 'node:http'
 import { sendRequest, type Exchange } from './keep-alive-request.js'
 
-/** A client's pause after each answer. */
-const PAUSE_MS = 25
-
 export type Kind = 'read' | 'create' | 'update'
 
 export interface Outcome extends Exchange {
@@ -28,14 +25,15 @@ export interface MixedLoad {
 /**
  * Starts `clients` clients against `url`, each on a keep-alive connection of its own, sending in
  * turn `GET /book/<id>`, `POST /book` (title `<prefix>-<client>-<n>`) and `PUT /book/<id>`, with
- * ids picked from `ids` (books that exist and are never deleted). Each client waits `PAUSE_MS`
- * after each answer, as a real client does: its connection is then idle at times, which the
- * idle-connection races of a stop need, and the load leaves the machine to the other test files
- * (unpaced, eight clients kept both cores busy with about 900 requests a second; paced, they
- * send about 250).
+ * ids picked from `ids` (books that exist and are never deleted). With `pauseMs`, each client
+ * waits that long after each answer, as a real client does: its connection is then idle at
+ * times, which the idle-connection races of a stop need, and a long load leaves the machine to
+ * the other test files (unpaced, eight clients kept both cores busy with about 900 requests a
+ * second; 50 ms apart, they send about 130).
  */
 export function startMixedLoad (
-  { url, token, clients, ids, prefix }: { url: string, token: string, clients: number, ids: number[], prefix: string }
+  { url, token, clients, ids, prefix, pauseMs = 0 }:
+  { url: string, token: string, clients: number, ids: number[], prefix: string, pauseMs?: number }
 ): MixedLoad {
   const target = new URL(url)
   const outcomes: Outcome[] = []
@@ -44,7 +42,7 @@ export function startMixedLoad (
   const running = Array.from({ length: clients }, async (_, client) => {
     const agent = new Agent({ keepAlive: true, maxSockets: 1 })
     for (let n = 0; !state.stopping; n++) {
-      if (n > 0) await new Promise((resolve) => setTimeout(resolve, PAUSE_MS))
+      if (n > 0 && pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs))
       const kind = (['read', 'create', 'update'] as const)[n % 3]!
       if (kind === 'read') {
         outcomes.push({ client, kind, ...await sendRequest(target, agent, { method: 'GET', path: `/book/${pick()}`, token }) })

@@ -18,6 +18,8 @@ t.setTimeout(240_000)
 const ROUNDS = 3
 const CLIENTS = 8
 const BOOKS = 20
+/** Each client's pause after an answer: a minute of load that leaves the machine to the other files. */
+const PAUSE_MS = 50
 
 t.test('restarting each of three instances in turn, three times over, under load, loses no request', { skip: NEEDS_DIRECT_SERVER || needsPrograms('haproxy', 'pgbouncer') }, async (t) => {
   const dbUrl = await createDatabase(t)
@@ -34,7 +36,7 @@ t.test('restarting each of three instances in turn, three times over, under load
   const { rows } = await db.query<{ id: number }>(`INSERT INTO books (title, author, year)
     SELECT 'Seed ' || i, 'Seeder', 1900 + i FROM generate_series(1, $1::int) AS i RETURNING id::int`, [BOOKS])
 
-  const load = startMixedLoad({ url: cluster.url, token, clients: CLIENTS, ids: rows.map(({ id }) => id), prefix: 'rolling' })
+  const load = startMixedLoad({ url: cluster.url, token, clients: CLIENTS, ids: rows.map(({ id }) => id), prefix: 'rolling', pauseMs: PAUSE_MS })
   const windows: Array<{ from: number, to: number }> = []
   try {
     for (let round = 1; round <= ROUNDS; round++) {
