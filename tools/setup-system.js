@@ -8,7 +8,16 @@
 import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 
-const packages = [...new Set(Object.values(JSON.parse(readFileSync(new URL('system-packages.json', import.meta.url), 'utf8'))))]
+/**
+ * Installed without their recommended packages, which for Chromium alone are about a hundred
+ * (systemd, udev, printing, Mesa) that headless tests never use. Its fonts are one of them, and
+ * the console's screenshots need them: Chromium draws its default Arial in Liberation Sans.
+ */
+const NOT_PROGRAMS = ['fonts-liberation']
+const packages = [...new Set([
+  ...Object.values(JSON.parse(readFileSync(new URL('system-packages.json', import.meta.url), 'utf8'))),
+  ...NOT_PROGRAMS
+])]
 
 const installed = (pkg) =>
   // dpkg-query's own format field, not a template
@@ -20,7 +29,7 @@ if (missing.length === 0) {
   console.log(`setup:system: installed already: ${packages.join(' ')}`)
   process.exit(0)
 }
-const install = `apt-get install -y -q ${missing.join(' ')}`
+const install = `apt-get install -y -q --no-install-recommends ${missing.join(' ')}`
 if (process.getuid?.() !== 0) {
   console.error(`setup:system: missing ${missing.join(' ')}; as root: sudo npm run setup:system (or: sudo apt-get update && sudo ${install})`)
   process.exit(1)
