@@ -33,6 +33,7 @@ export const Message = {
   IdempotencyKeyInProgress: 'A request with this idempotency key is in progress',
   IdempotencyKeyReused: 'Idempotency key already used with a different body',
   HeadersTooLarge: 'Request header fields too large',
+  HttpVersionNotSupported: 'HTTP version not supported',
   InternalServerError: 'Internal server error',
   ServiceUnavailable: 'Service unavailable',
   ServiceLive: 'Service is live',
@@ -52,7 +53,8 @@ const STATUS_MESSAGES: Readonly<Record<number, MessageText>> = {
   413: Message.PayloadTooLarge,
   415: Message.UnsupportedMediaType,
   417: Message.ExpectationFailed,
-  431: Message.HeadersTooLarge
+  431: Message.HeadersTooLarge,
+  505: Message.HttpVersionNotSupported
 }
 
 /** The message for such a status; any other is a plain `Bad request`. */

@@ -4,8 +4,9 @@
  * the bare `Authorization` value; `Bearer <token>` is not a token and fails verification.
  * fast-jwt raises many error kinds, several of which @fastify/jwt would turn into a 500: every
  * one of them is simply `Invalid token` here. Two Authorization fields are `Invalid token` too: a
- * proxy in front may have read the other. Callback style, being on every book request: an async
- * hook costs a promise each time.
+ * proxy in front may have read the other. A token whose header holds more than ours is `Invalid
+ * token` too. Every answer it guards is `Cache-Control: no-store`. Callback style, being on every
+ * book request: an async hook costs a promise each time.
  */
 import type { onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
@@ -42,6 +43,27 @@ function isCanonical (token: string): boolean {
   })
 }
 
+/**
+ * Whether the token's header is one this service issues: `alg`, and `typ` only as `JWT`, each
+ * once, nothing else, in the plain JSON fast-jwt writes. fast-jwt ignores `kid`, `jku`, `x5u`
+ * and `jwk`, and takes the last of two `alg` keys; refusing them keeps a later version from
+ * starting to act on them. Checked after the signature, on tokens signed with our secret only.
+ */
+function hasOurHeader (token: string): boolean {
+  const text = Buffer.from(token.slice(0, token.indexOf('.')), 'base64url').toString('utf8')
+  let header: unknown
+  try {
+    header = JSON.parse(text)
+  } catch {
+    return false
+  }
+  if (typeof header !== 'object' || header === null || Array.isArray(header)) return false
+  const { typ } = header as { typ?: unknown }
+  // A repeated key (JSON.parse keeps the last) or another spelling would stringify otherwise
+  return Object.keys(header).every((key) => key === 'alg' || (key === 'typ' && typ === 'JWT')) &&
+    JSON.stringify(header) === text
+}
+
 /** Whether the request carries more than one Authorization field (Node keeps only the first). */
 function hasSeveralAuthorizations (rawHeaders: string[]): boolean {
   let seen = false
@@ -58,6 +80,9 @@ function hasSeveralAuthorizations (rawHeaders: string[]): boolean {
 
 export default fp(async function authenticate (fastify) {
   fastify.decorate('authenticate', function (request, reply, done) {
+    // Every answer of a route that needs a token, its errors too, is for this client alone: no
+    // cache in between may keep it (docs/api.md, Caching)
+    reply.header('cache-control', 'no-store')
     if (hasSeveralAuthorizations(request.raw.rawHeaders)) return done(new ApiError(401, Message.InvalidToken))
     const token = request.headers.authorization
     if (!token) return done(new ApiError(401, Message.AuthorizationRequired))
@@ -72,7 +97,8 @@ export default fp(async function authenticate (fastify) {
     // on. No token of ours lives longer than TOKEN_LIFETIME_S: one further ahead (2100, 1e308,
     // Infinity) was not issued here, or was issued with a clock far off
     const expiresAt = exp * 1000
-    const valid = expiresAt > now && expiresAt <= now + TOKEN_LIFETIME_S * 1000 + CLOCK_TOLERANCE_MS && isCanonical(token)
+    const valid = expiresAt > now && expiresAt <= now + TOKEN_LIFETIME_S * 1000 + CLOCK_TOLERANCE_MS &&
+      isCanonical(token) && hasOurHeader(token)
     done(valid ? undefined : new ApiError(401, Message.InvalidToken))
   } satisfies onRequestHookHandler)
 }, { name: 'authenticate', dependencies: ['jwt'] })

@@ -2,8 +2,10 @@
  * Adds, in the envelope, everything about requests that Node's HTTP layer answers itself or that
  * no route matches:
  *
- * - listeners on the server's `connect` and `checkExpectation` events;
- * - an `onRequest` hook that answers 400 to an HTTP/1.1 request without `Host`;
+ * - listeners on the server's `connect` and `checkExpectation` events, and its `maxHeadersCount`;
+ * - an `onRequest` hook that answers 400 to an HTTP/1.1 request without `Host` or to one with
+ *   two, 431 to one with more than MAX_HEADER_FIELDS fields, and 505 to a request line of
+ *   another HTTP version than 1.x;
  * - the not-found handler: 405 with `Allow` when the path has routes for other methods, else 404;
  * - for the server options of src/app.ts, `clientErrorHandler` and `frameworkErrors` (below).
  *
@@ -72,7 +74,7 @@ export function clientErrorHandler (error: NodeJS.ErrnoException & { rawPacket?:
   }
   const status = error.code === 'HPE_HEADER_OVERFLOW'
     ? 431
-    : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
+    : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : error.code === 'HPE_INVALID_VERSION' ? 505 : 400
   endSocketWithEnvelope(socket, status, '', { head })
 }
 
@@ -88,7 +90,27 @@ export function frameworkErrors (error: FastifyError, request: FastifyRequest, r
   request.server.metrics.observe(request, reply)
 }
 
+/**
+ * The most header fields a request may have, as Apache's `LimitRequestFields` and HAProxy's
+ * `tune.http.maxhdr` allow (about 100); browsers send 10 to 20. Node's parser reads one more
+ * (`maxHeadersCount`) and drops the rest without a word, so a request that has that one more is
+ * answered 431: no check ever works on a shortened list.
+ */
+export const MAX_HEADER_FIELDS = 100
+
+/** How many fields named `name` (lower case) `rawHeaders` holds. */
+function countFields (rawHeaders: string[], name: string): number {
+  let count = 0
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const field = rawHeaders[i]!
+    // Most names are skipped without lower-casing them
+    if (field.length === name.length && field.toLowerCase() === name) count++
+  }
+  return count
+}
+
 export default fp(async function httpEdge (fastify) {
+  fastify.server.maxHeadersCount = MAX_HEADER_FIELDS + 1
   fastify.server.on('connect', (request, socket) => {
     endSocketWithEnvelope(socket, 405, `Allow: ${METHODS.join(', ')}\r\n`)
   })
@@ -97,10 +119,21 @@ export default fp(async function httpEdge (fastify) {
   })
 
   fastify.addHook('onRequest', function (request, reply, done) {
-    // RFC 9112 section 3.2: a server must answer 400 to an HTTP/1.1 request without Host
-    done(request.headers.host === undefined && request.raw.httpVersion === '1.1'
-      ? new ApiError(400, Message.BadRequest)
-      : undefined)
+    const { httpVersionMajor, httpVersion, rawHeaders } = request.raw
+    // Node's parser takes `HTTP/2.0` in a request line and serves it as 1.1, while it refuses
+    // `HTTP/1.2` (clientErrorHandler): both are versions this server does not speak
+    if (httpVersionMajor !== 1) {
+      // What else such a client sends on this connection would not be HTTP/1.1 either
+      reply.header('connection', 'close')
+      return done(new ApiError(505, Message.HttpVersionNotSupported))
+    }
+    // Node read no more fields than this: the rest were dropped, and a check of the headers
+    // (a second Authorization, a second Host) would see a shortened list
+    if (rawHeaders.length > 2 * MAX_HEADER_FIELDS) return done(new ApiError(431, Message.HeadersTooLarge))
+    // RFC 9112 section 3.2: a server must answer 400 to an HTTP/1.1 request without Host, and
+    // to any request with more than one (Node keeps the first)
+    const hosts = request.headers.host === undefined ? 0 : countFields(rawHeaders, 'host')
+    done((hosts === 0 && httpVersion === '1.1') || hosts > 1 ? new ApiError(400, Message.BadRequest) : undefined)
   })
 
   fastify.setNotFoundHandler(function (request, reply) {

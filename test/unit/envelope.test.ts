@@ -40,6 +40,7 @@ t.test('Message holds then exactly these texts for what the spec leaves open, an
     ['IdempotencyKeyInProgress', 'A request with this idempotency key is in progress'],
     ['IdempotencyKeyReused', 'Idempotency key already used with a different body'],
     ['HeadersTooLarge', 'Request header fields too large'],
+    ['HttpVersionNotSupported', 'HTTP version not supported'],
     ['InternalServerError', 'Internal server error'],
     ['ServiceUnavailable', 'Service unavailable'],
     ['ServiceLive', 'Service is live'],
@@ -50,14 +51,15 @@ t.test('Message holds then exactly these texts for what the spec leaves open, an
 })
 
 t.test('statusMessage gives each status Fastify or Node raises by itself its own text', async (t) => {
-  t.strictSame([404, 405, 408, 413, 415, 417, 431].map((status) => [status, statusMessage(status)]), [
+  t.strictSame([404, 405, 408, 413, 415, 417, 431, 505].map((status) => [status, statusMessage(status)]), [
     [404, 'Route not found'],
     [405, 'Method not allowed'],
     [408, 'Request timeout'],
     [413, 'Payload too large'],
     [415, 'Unsupported media type'],
     [417, 'Expectation failed'],
-    [431, 'Request header fields too large']
+    [431, 'Request header fields too large'],
+    [505, 'HTTP version not supported']
   ])
 })
 
