@@ -73,16 +73,16 @@ t.test('the authenticate hook against a real process', { skip: STORE_INDEPENDENT
       }
       t.equal(await getBooks(service, [twin(token, 2)]), REFUSED, `${alg}: its signature's twin (${signature.length} chars)`)
     }
-    // Segments of 18 or 27 bytes (24 or 36 characters, as our header is) have no unused bits and
-    // so no twin: these are of 26 and 35 bytes
-    const header = encodeJson({ ...HS256_HEADER, x: 'a' })
+    // A segment of a multiple of 3 bytes has no unused bits and so no twin. Every header the
+    // service accepts is one ({"alg":"HS256"}, 15 bytes; with "typ":"JWT", 27): a header with
+    // unused bits holds more than ours and is refused as such. This payload is of 26 bytes
+    const header = encodeJson(HS256_HEADER)
     const payload = encodeJson({ exp, x: 'a' })
-    t.strictSame([header.length % 4, payload.length % 4], [3, 3], 'both segments have unused bits')
+    t.strictSame([header.length % 4, payload.length % 4], [0, 3], 'the payload segment has unused bits')
     const token = signInput(`${header}.${payload}`)
-    t.equal(await getBooks(service, [token]), ACCEPTED, 'a token with these segments is accepted')
+    t.equal(await getBooks(service, [token]), ACCEPTED, 'a token with this payload is accepted')
     // Re-signed: only the spelling of the segment differs, the signature is right for it
     const resign = (tampered: string) => signInput(tampered.slice(0, tampered.lastIndexOf('.')))
-    t.equal(await getBooks(service, [resign(twin(token, 0))]), REFUSED, 'the header segment\'s twin, correctly signed')
     t.equal(await getBooks(service, [resign(twin(token, 1))]), REFUSED, 'the payload segment\'s twin, correctly signed')
   })
 
