@@ -771,8 +771,11 @@ function checkAnswer (spec: RequestSpec, answer: RawResponse, service: Service, 
   const text = answer.body.toString('utf8')
   const context = `answered ${status} ${JSON.stringify(answer.headers)} ${JSON.stringify(text.slice(0, 300))}`
   if (service.exit !== null) throw new Error(`the service exited (${JSON.stringify(service.exit)}); ${context}`)
-  // Versions this server does not speak: 505, whether Node's parser takes them (2.0) or not (1.2)
-  if ((spec.version === 'HTTP/2.0' || spec.version === 'HTTP/1.2') && status !== 505) throw new Error(`not 505 to ${spec.version}: ${context}`)
+  // Versions this server does not speak: 505, whether Node's parser takes them (2.0) or not
+  // (1.2), or the 400 of what was wrong before the version was looked at (a malformed target)
+  if ((spec.version === 'HTTP/2.0' || spec.version === 'HTTP/1.2') && status !== 505 && status !== 400) {
+    throw new Error(`neither 505 nor 400 to ${spec.version}: ${context}`)
+  }
   if (status >= 500 && !(status === 505 && !/^HTTP\/1\.[01]$/.test(spec.version))) throw new Error(`a 5xx: ${context}`)
   if (status >= 200 && status < 300 && spec.host === 'twice') throw new Error(`a success with two Host fields: ${context}`)
   if (status >= 200 && status < 300 && fieldCount(spec) > MAX_HEADER_FIELDS) throw new Error(`a success with ${fieldCount(spec)} header fields: ${context}`)
