@@ -1,6 +1,6 @@
 /**
- * What the HTTP edge (plugins/app/http-edge.ts) and the CORS wrapper (plugins/external/cors.ts)
- * both know of the service's HTTP surface, written once.
+ * What the HTTP edge (plugins/app/http-edge.ts), the CORS wrapper (plugins/external/cors.ts) and
+ * the authenticate hook know of the service's HTTP surface, written once.
  */
 
 /**
@@ -17,3 +17,17 @@ export const REQUEST_HEADERS = ['Authorization', 'Content-Type', 'Idempotency-Ke
  * which matches an answer to its log line, and the wait that comes with a 429 or a 503.
  */
 export const EXPOSED_HEADERS = ['X-Request-Id', 'Retry-After'] as const
+
+/**
+ * How many fields named `name` (lower case) a request's `rawHeaders` holds: Node keeps only the
+ * first of a repeated `Host` or `Authorization` in `headers`.
+ */
+export function fieldCount (rawHeaders: string[], name: string): number {
+  let count = 0
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const field = rawHeaders[i]!
+    // Most names are skipped without lower-casing them
+    if (field.length === name.length && field.toLowerCase() === name) count++
+  }
+  return count
+}

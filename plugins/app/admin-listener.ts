@@ -19,8 +19,8 @@
  * unknown path answers. A second Fastify instance would need its own hooks, error handler,
  * metrics registry and shutdown state, kept in step with this one's by hand.
  *
- * The admin server gets the public server's timeouts, header count and Node-level edge handlers
- * (client errors, CONNECT, Expect), so it answers a hostile client as the public port does. It listens
+ * The admin server gets the public server's timeouts and its Node-level edge handlers (client
+ * errors, CONNECT, Expect), so it answers a hostile client as the public port does. It listens
  * once the app is ready (a port already taken fails the start-up) and closes last: Fastify
  * closes its own server first, after the drain (plugins/app/shutdown.ts), and only then runs the
  * `onClose` hooks. So a probe of the admin port sees readiness 503 from the signal on, through
@@ -109,7 +109,6 @@ export default fp(async function adminListener (fastify) {
 
   fastify.addHook('onReady', async function () {
     // Taken now, when every plugin has added its own
-    server.maxHeadersCount = fastify.server.maxHeadersCount
     for (const event of EDGE_EVENTS) {
       for (const listener of fastify.server.listeners(event)) server.on(event, listener as (...args: unknown[]) => void)
     }

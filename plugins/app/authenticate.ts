@@ -12,7 +12,8 @@ import type { onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import { Message } from '../../src/envelope.js'
 import { ApiError } from '../../src/errors.js'
-import { TOKEN_LIFETIME_S } from '../../src/schemas/auth.js'
+import { fieldCount } from '../../src/http.js'
+import { TOKEN_ALGORITHMS, TOKEN_LIFETIME_S } from '../../src/schemas/auth.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -44,46 +45,21 @@ function isCanonical (token: string): boolean {
 }
 
 /**
- * Whether the token's header is one this service issues: `alg`, and `typ` only as `JWT`, each
- * once, nothing else, in the plain JSON fast-jwt writes. fast-jwt ignores `kid`, `jku`, `x5u`
- * and `jwk`, and takes the last of two `alg` keys; refusing them keeps a later version from
- * starting to act on them. Checked after the signature, on tokens signed with our secret only.
+ * The header segments of the tokens accepted: `alg` (one of TOKEN_ALGORITHMS, as verification),
+ * `typ` only as `JWT`, each once, nothing else, in the plain JSON fast-jwt writes, and so in the
+ * one base64url spelling of it. fast-jwt ignores `kid`, `jku`, `x5u` and `jwk`, and takes the last
+ * of two `alg` keys; refusing them keeps a later version from starting to act on them.
  */
-function hasOurHeader (token: string): boolean {
-  const text = Buffer.from(token.slice(0, token.indexOf('.')), 'base64url').toString('utf8')
-  let header: unknown
-  try {
-    header = JSON.parse(text)
-  } catch {
-    return false
-  }
-  if (typeof header !== 'object' || header === null || Array.isArray(header)) return false
-  const { typ } = header as { typ?: unknown }
-  // A repeated key (JSON.parse keeps the last) or another spelling would stringify otherwise
-  return Object.keys(header).every((key) => key === 'alg' || (key === 'typ' && typ === 'JWT')) &&
-    JSON.stringify(header) === text
-}
-
-/** Whether the request carries more than one Authorization field (Node keeps only the first). */
-function hasSeveralAuthorizations (rawHeaders: string[]): boolean {
-  let seen = false
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    const name = rawHeaders[i]!
-    // 'authorization'.length: most names are skipped without lower-casing them
-    if (name.length === 13 && name.toLowerCase() === 'authorization') {
-      if (seen) return true
-      seen = true
-    }
-  }
-  return false
-}
+const OUR_HEADERS = new Set(TOKEN_ALGORITHMS.flatMap((alg) =>
+  [{ alg }, { alg, typ: 'JWT' }, { typ: 'JWT', alg }].map((header) => Buffer.from(JSON.stringify(header)).toString('base64url'))))
 
 export default fp(async function authenticate (fastify) {
   fastify.decorate('authenticate', function (request, reply, done) {
     // Every answer of a route that needs a token, its errors too, is for this client alone: no
     // cache in between may keep it (docs/api.md, Caching)
     reply.header('cache-control', 'no-store')
-    if (hasSeveralAuthorizations(request.raw.rawHeaders)) return done(new ApiError(401, Message.InvalidToken))
+    // Two Authorization fields: a proxy in front may have read the other
+    if (fieldCount(request.raw.rawHeaders, 'authorization') > 1) return done(new ApiError(401, Message.InvalidToken))
     const token = request.headers.authorization
     if (!token) return done(new ApiError(401, Message.AuthorizationRequired))
     let exp: number
@@ -98,7 +74,7 @@ export default fp(async function authenticate (fastify) {
     // Infinity) was not issued here, or was issued with a clock far off
     const expiresAt = exp * 1000
     const valid = expiresAt > now && expiresAt <= now + TOKEN_LIFETIME_S * 1000 + CLOCK_TOLERANCE_MS &&
-      isCanonical(token) && hasOurHeader(token)
+      isCanonical(token) && OUR_HEADERS.has(token.slice(0, token.indexOf('.')))
     done(valid ? undefined : new ApiError(401, Message.InvalidToken))
   } satisfies onRequestHookHandler)
 }, { name: 'authenticate', dependencies: ['jwt'] })

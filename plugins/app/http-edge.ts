@@ -2,7 +2,7 @@
  * Adds, in the envelope, everything about requests that Node's HTTP layer answers itself or that
  * no route matches:
  *
- * - listeners on the server's `connect` and `checkExpectation` events, and its `maxHeadersCount`;
+ * - listeners on the server's `connect` and `checkExpectation` events;
  * - an `onRequest` hook that answers 400 to an HTTP/1.1 request without `Host` or to one with
  *   two, 431 to one with more than MAX_HEADER_FIELDS fields, and 505 to a request line of
  *   another HTTP version than 1.x;
@@ -21,7 +21,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { Message, failure, statusMessage, type MessageText } from '../../src/envelope.js'
 import { ApiError, errorHandler } from '../../src/errors.js'
-import { METHODS } from '../../src/http.js'
+import { fieldCount, METHODS } from '../../src/http.js'
 import { requestLog } from '../../src/request-log.js'
 import { listenerConstraints } from './admin-listener.js'
 import { RETRY_AFTER_S, refusedMessage, refusedStatus } from './connection-limits.js'
@@ -92,25 +92,13 @@ export function frameworkErrors (error: FastifyError, request: FastifyRequest, r
 
 /**
  * The most header fields a request may have, as Apache's `LimitRequestFields` and HAProxy's
- * `tune.http.maxhdr` allow (about 100); browsers send 10 to 20. Node's parser reads one more
- * (`maxHeadersCount`) and drops the rest without a word, so a request that has that one more is
- * answered 431: no check ever works on a shortened list.
+ * `tune.http.maxhdr` allow (about 100); browsers send 10 to 20. Node's parser reads up to 1,000
+ * (`maxHeadersCount`) and drops the rest without a word: a request with more than this is
+ * answered 431, so no check ever works on a shortened list.
  */
 export const MAX_HEADER_FIELDS = 100
 
-/** How many fields named `name` (lower case) `rawHeaders` holds. */
-function countFields (rawHeaders: string[], name: string): number {
-  let count = 0
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    const field = rawHeaders[i]!
-    // Most names are skipped without lower-casing them
-    if (field.length === name.length && field.toLowerCase() === name) count++
-  }
-  return count
-}
-
 export default fp(async function httpEdge (fastify) {
-  fastify.server.maxHeadersCount = MAX_HEADER_FIELDS + 1
   fastify.server.on('connect', (request, socket) => {
     endSocketWithEnvelope(socket, 405, `Allow: ${METHODS.join(', ')}\r\n`)
   })
@@ -127,12 +115,12 @@ export default fp(async function httpEdge (fastify) {
       reply.header('connection', 'close')
       return done(new ApiError(505, Message.HttpVersionNotSupported))
     }
-    // Node read no more fields than this: the rest were dropped, and a check of the headers
-    // (a second Authorization, a second Host) would see a shortened list
+    // Past this, Node may have dropped fields, and a check of the headers (a second
+    // Authorization, a second Host) would see a shortened list
     if (rawHeaders.length > 2 * MAX_HEADER_FIELDS) return done(new ApiError(431, Message.HeadersTooLarge))
     // RFC 9112 section 3.2: a server must answer 400 to an HTTP/1.1 request without Host, and
     // to any request with more than one (Node keeps the first)
-    const hosts = request.headers.host === undefined ? 0 : countFields(rawHeaders, 'host')
+    const hosts = request.headers.host === undefined ? 0 : fieldCount(rawHeaders, 'host')
     done((hosts === 0 && httpVersion === '1.1') || hosts > 1 ? new ApiError(400, Message.BadRequest) : undefined)
   })
 

@@ -11,7 +11,7 @@
  */
 import fastifyJwt from '@fastify/jwt'
 import fp from 'fastify-plugin'
-import { TOKEN_LIFETIME_S } from '../../src/schemas/auth.js'
+import { TOKEN_ALGORITHMS, TOKEN_LIFETIME_S } from '../../src/schemas/auth.js'
 
 export default fp(async function jwt (fastify) {
   await fastify.register(fastifyJwt, {
@@ -19,7 +19,7 @@ export default fp(async function jwt (fastify) {
     // A number is seconds to @fastify/jwt
     sign: { algorithm: 'HS256', expiresIn: TOKEN_LIFETIME_S, noTimestamp: true },
     verify: {
-      algorithms: ['HS256', 'HS384', 'HS512'],
+      algorithms: [...TOKEN_ALGORITHMS],
       requiredClaims: ['exp'],
       clockTolerance: 0,
       cache: false

@@ -118,6 +118,11 @@ t.test('ADMIN_PORT=0: the operations endpoints on the admin port only, everythin
     t.strictSame(JSON.parse(garbage.text), { status: 400, message: 'Bad request', data: null })
     const noHost = await rawRequest(admin.port, 'GET /health/live HTTP/1.1\r\nConnection: close\r\n\r\n')
     t.equal(noHost.status, 400, 'HTTP/1.1 without Host: 400, as on the public port')
+    const fields = Array.from({ length: 101 }, (_, i) => `X-F${i}: x\r\n`).join('')
+    const tooMany = await rawRequest(admin.port, `GET /health/live HTTP/1.1\r\nHost: x\r\n${fields}Connection: close\r\n\r\n`)
+    t.equal(tooMany.status, 431, 'more than 100 header fields: 431, as on the public port')
+    const http2 = await rawRequest(admin.port, 'GET /health/live HTTP/2.0\r\nHost: x\r\nConnection: close\r\n\r\n')
+    t.equal(http2.status, 505, 'HTTP/2.0 in the request line: 505, as on the public port')
   })
 })
 
