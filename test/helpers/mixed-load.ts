@@ -6,6 +6,7 @@
  */
 import { Agent } from 'node:http'
 import { sendRequest, type Exchange } from './keep-alive-request.js'
+import { sleep } from './wait.js'
 
 export type Kind = 'read' | 'create' | 'update'
 
@@ -42,7 +43,7 @@ export function startMixedLoad (
   const running = Array.from({ length: clients }, async (_, client) => {
     const agent = new Agent({ keepAlive: true, maxSockets: 1 })
     for (let n = 0; !state.stopping; n++) {
-      if (n > 0 && pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs))
+      if (n > 0 && pauseMs > 0) await sleep(pauseMs)
       const kind = (['read', 'create', 'update'] as const)[n % 3]!
       if (kind === 'read') {
         outcomes.push({ client, kind, ...await sendRequest(target, agent, { method: 'GET', path: `/book/${pick()}`, token }) })

@@ -8,6 +8,7 @@
  */
 import t from 'tap'
 import { MAX_HEADER_FIELDS } from '../../plugins/app/http-edge.js'
+import { failure, Message } from '../../src/envelope.js'
 import { testEnv } from '../helper.js'
 import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { rawRequest } from '../helpers/raw-http.js'
@@ -25,19 +26,18 @@ const fillers = (count: number) => Array.from({ length: count }, (_, i) => `X-Fi
 t.test('HTTP details', { skip: STORE_INDEPENDENT }, async (t) => {
   const service = await startService(t, testEnv(await createDatabase(t)))
   const token = await service.token()
-  const envelope = (status: number, message: string) => ({ status, message, data: null })
 
   t.test('two Host fields: 400', async (t) => {
     const answer = await listing(service, token, ['Host: evil.example'])
     t.equal(answer.status, 400)
-    t.strictSame(JSON.parse(answer.text), envelope(400, 'Bad request'))
+    t.strictSame(JSON.parse(answer.text), failure(400, Message.BadRequest))
   })
 
   t.test('HTTP/2.0 and HTTP/1.2 in the request line: 505, and the connection closes', async (t) => {
     for (const version of ['HTTP/2.0', 'HTTP/1.2']) {
       const answer = await listing(service, token, [], `GET /books ${version}`)
       t.equal(answer.status, 505, version)
-      t.strictSame(JSON.parse(answer.text), envelope(505, 'HTTP version not supported'), `${version}: the envelope`)
+      t.strictSame(JSON.parse(answer.text), failure(505, Message.HttpVersionNotSupported), `${version}: the envelope`)
       t.equal(answer.headers.connection, 'close', `${version}: Connection: close`)
     }
     t.equal((await listing(service, token, [], 'GET /books HTTP/1.0')).status, 200, 'HTTP/1.0 is served')
@@ -48,7 +48,7 @@ t.test('HTTP details', { skip: STORE_INDEPENDENT }, async (t) => {
     t.equal((await listing(service, token, fillers(MAX_HEADER_FIELDS - 3))).status, 200, `${MAX_HEADER_FIELDS} fields: served`)
     const over = await listing(service, token, fillers(MAX_HEADER_FIELDS - 2))
     t.equal(over.status, 431, `${MAX_HEADER_FIELDS + 1} fields: 431`)
-    t.strictSame(JSON.parse(over.text), envelope(431, 'Request header fields too large'))
+    t.strictSame(JSON.parse(over.text), failure(431, Message.HeadersTooLarge))
     // The probe's request: a valid token, 1,021 small fields (4 KB), then a second Authorization
     const hidden = await listing(service, token, [...fillers(1021), 'Authorization: garbage'])
     t.equal(hidden.status, 431, 'a second Authorization after 1,021 fields does not slip through')
@@ -86,7 +86,7 @@ t.test('HTTP details', { skip: STORE_INDEPENDENT }, async (t) => {
     for (const [name, header] of Object.entries(headers)) {
       const answer = await listing(service, mint({ header, payload }))
       t.equal(answer.status, 401, name)
-      t.strictSame(JSON.parse(answer.text), envelope(401, 'Invalid token'), `${name}: Invalid token`)
+      t.strictSame(JSON.parse(answer.text), failure(401, Message.InvalidToken), `${name}: Invalid token`)
     }
     // Two alg keys: JSON.parse keeps the last, so the signature checks out as HS256's
     const twice = signInput(`${b64url('{"alg":"none","alg":"HS256","typ":"JWT"}')}.${encodeJson(payload)}`)
