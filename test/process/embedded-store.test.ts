@@ -3,7 +3,7 @@
  * (`npm run dev`, which uses it by default: test/process/dev.test.ts). Real processes; needs no
  * PostgreSQL server.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, watch, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { PASSWORD, SECRET, USERNAME } from '../helper.js'
@@ -143,10 +143,16 @@ t.test('a new cluster is whole or not there: a creation cut short is done again,
   t.notOk(existsSync(`${dir}.partial`), 'and left nothing beside it')
   await stop(t, next)
 
-  const other = join(temporaryDirectory(t), 'photos')
+  const parent = temporaryDirectory(t)
+  const other = join(parent, 'photos')
   mkdirSync(other)
   writeFileSync(join(other, 'holiday.jpg'), '')
+  // Every name that appears beside it meanwhile (inotify)
+  const appeared = new Set<string>()
+  const watcher = watch(parent, (event, name) => { if (name !== null) appeared.add(name) })
   await expectStartupFailure(t, { ...CREDENTIALS, DB_URL: `pglite:${other}` },
     /^bookkeeping: start-up failed: cannot start the embedded database in \S+\/photos: it holds files but no database; set DB_URL to a new or empty directory$/)
-  t.notOk(existsSync(`${other}.partial`), 'the cluster it made for it is gone')
+  watcher.close()
+  t.ok(appeared.has('photos.lock'), 'precondition: what appeared beside it was seen (its lock)')
+  t.notOk(appeared.has('photos.partial'), 'refused before any cluster was created for it')
 })
