@@ -8,7 +8,7 @@
  * `npm start --ignore-scripts` skips only the `prestart` build (npm test built already). The dev
  * script's command after its build runs through `npm exec -c`, which npm runs through the same
  * @npmcli/run-script as a script, forwarding signals alike: a build in this tree would rewrite
- * dist/ under the feet of the other test files. test/process/embedded-store.test.ts runs the
+ * dist/ under the feet of the other test files. test/process/dev.test.ts runs the
  * whole `npm run dev`, build included, once, in a copy of the tree.
  */
 import t from 'tap'
