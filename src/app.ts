@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import type { Server } from 'node:http'
+import { createServer, type Server } from 'node:http'
 import type { FastifyHttpOptions, FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import cors from '../plugins/external/cors.js'
@@ -29,6 +29,8 @@ import health from '../routes/health.js'
 import metricsRoute from '../routes/metrics.js'
 import token from '../routes/token.js'
 import { errorHandler } from './errors.js'
+import { HTTP_SERVER_OPTIONS } from './http.js'
+import { inTurn } from './pipelining.js'
 import { requestLog } from './request-log.js'
 import { markListening } from './start-up.js'
 
@@ -42,17 +44,9 @@ export const BODY_LIMIT = 64 * 1024
 export const options: FastifyHttpOptions<Server> = {
   // Ample room for a book, and a cap on what a client can make us parse
   bodyLimit: BODY_LIMIT,
-  // Fastify sets no limit by default: a client trickling its body would hold a socket forever
-  requestTimeout: 10_000,
-  // Above the 60 s idle timeout of common load balancers, so they close first (Fastify's default)
-  keepAliveTimeout: 72_000,
-  http: {
-    headersTimeout: 5_000,
-    // How often Node enforces the two timeouts above; its default of 30 s would blur them
-    connectionsCheckingInterval: 1_000,
-    // The HTTP edge answers a missing Host in the envelope instead
-    requireHostHeader: false
-  },
+  // The HTTP server Fastify would make, with each connection's requests handed to it in turn
+  // (src/pipelining.ts)
+  serverFactory: (handler) => createServer(HTTP_SERVER_OPTIONS, inTurn(handler)),
   // The contract's fields have fixed types: "1999" must not become 1999, nor null become ""
   ajv: { customOptions: { coerceTypes: false } },
   // Fastify's own 503 while closing is not an envelope; in-flight requests finish instead
@@ -97,8 +91,10 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
   fastify.addHook('onListen', async () => markListening())
   await fastify.register(lingeringClose)
   await fastify.register(connectionLimits)
-  await fastify.register(shutdown)
+  // Before the shutdown, so that its preClose hook (the drain's send timeout) runs before the
+  // shutdown's waits
   await fastify.register(sendTimeout)
+  await fastify.register(shutdown)
   await fastify.register(responseHeaders)
   await fastify.register(cors)
   await fastify.register(httpEdge)

@@ -15,13 +15,21 @@ export const DEFAULT_ADMIN_HOST = '127.0.0.1'
 export const RESERVED_FDS = 256
 
 /**
+ * The admin listener's own bounds (ADMIN_PORT): a prober, a scraper and an operator need a
+ * handful of connections. Its hard cap is kept out of the public connections' descriptors.
+ */
+export const ADMIN_MAX_CONNECTIONS = 16
+export const ADMIN_MAX_CONNECTIONS_PER_ADDRESS = 8
+export const ADMIN_CONNECTION_HARD_CAP = 32
+
+/**
  * The connection bounds a file-descriptor limit allows. A function of the limit, so that the
  * README's example (at `ulimit -n` 20000) can be checked against it on any machine.
  */
 export function connectionBounds (fileLimit: number) {
   // The most client connections the process accepts at all (plugins/app/connection-limits.ts):
-  // beyond this Node drops a connection as it is accepted
-  const hardCap = Math.max(1, fileLimit - RESERVED_FDS)
+  // beyond this Node drops a connection as it is accepted. The admin listener's are kept apart
+  const hardCap = Math.max(1, fileLimit - RESERVED_FDS - ADMIN_CONNECTION_HARD_CAP)
   // 80% of the hard cap: the rest is room to answer and close the connections over the bounds
   const maxConnections = Math.max(1, Math.floor(hardCap * 0.8))
   // What one client address (an IPv6 /64) may hold; behind a proxy, raise it (docs/operations.md)
@@ -73,7 +81,7 @@ export const ConfigSchema = Type.Object({
     minimum: 1,
     maximum: CONNECTION_HARD_CAP,
     default: DEFAULT_MAX_CONNECTIONS,
-    description: `an integer from 1 to ${CONNECTION_HARD_CAP} (the file-descriptor limit minus ${RESERVED_FDS})`
+    description: `an integer from 1 to ${CONNECTION_HARD_CAP} (the file-descriptor limit minus ${RESERVED_FDS + ADMIN_CONNECTION_HARD_CAP})`
   }),
   MAX_CONNECTIONS_PER_ADDRESS: Type.Integer({ minimum: 1, default: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, description: 'an integer from 1 to MAX_CONNECTIONS' }),
   // A response whose client takes none of it for this long is cut off (plugins/app/send-timeout.ts).

@@ -1,7 +1,21 @@
 /**
- * What the HTTP edge (plugins/app/http-edge.ts), the CORS wrapper (plugins/external/cors.ts) and
- * the authenticate hook know of the service's HTTP surface, written once.
+ * What the HTTP edge (plugins/app/http-edge.ts), the CORS wrapper (plugins/external/cors.ts),
+ * the authenticate hook and the two HTTP servers know of the service's HTTP surface, written once.
  */
+import type { ServerOptions } from 'node:http'
+
+/** The options of the public server (src/app.ts) and of the admin listener's. */
+export const HTTP_SERVER_OPTIONS: ServerOptions = {
+  // Node sets no limit by default: a client trickling its body would hold a socket forever
+  requestTimeout: 10_000,
+  // Above the 60 s idle timeout of common load balancers, so they close first (Fastify's default)
+  keepAliveTimeout: 72_000,
+  headersTimeout: 5_000,
+  // How often Node enforces the request and headers timeouts; its default of 30 s would blur them
+  connectionsCheckingInterval: 1_000,
+  // The HTTP edge answers a missing Host in the envelope instead
+  requireHostHeader: false
+}
 
 /**
  * The methods the service has routes for: what `Allow` may list and what a preflight allows. No

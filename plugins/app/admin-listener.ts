@@ -19,17 +19,21 @@
  * unknown path answers. A second Fastify instance would need its own hooks, error handler,
  * metrics registry and shutdown state, kept in step with this one's by hand.
  *
- * The admin server gets the public server's timeouts and its Node-level edge handlers (client
- * errors, CONNECT, Expect), so it answers a hostile client as the public port does. It listens
- * once the app is ready (a port already taken fails the start-up) and closes last: Fastify
- * closes its own server first, after the drain (plugins/app/shutdown.ts), and only then runs the
- * `onClose` hooks. So a probe of the admin port sees readiness 503 from the signal on, through
+ * The admin server gets the public server's timeouts, its Node-level edge handlers (client
+ * errors, CONNECT, Expect) and bounds of its own on connections (ADMIN_MAX_CONNECTIONS, counted
+ * against the descriptors apart from the public ones), so it answers a hostile client as the
+ * public port does. It listens once the app is ready (a port already taken fails the start-up)
+ * and closes last: Fastify closes its own server first, after the drain
+ * (plugins/app/shutdown.ts), and only then runs the `onClose` hooks. So a probe of the admin port sees readiness 503 from the signal on, through
  * SHUTDOWN_DELAY_MS and the drain, until the process is about to exit.
  */
 import { createServer, type IncomingMessage } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance, RouteShorthandOptions } from 'fastify'
 import fp from 'fastify-plugin'
+import { ADMIN_CONNECTION_HARD_CAP, ADMIN_MAX_CONNECTIONS, ADMIN_MAX_CONNECTIONS_PER_ADDRESS } from '../../src/config.js'
+import { HTTP_SERVER_OPTIONS } from '../../src/http.js'
+import { inTurn } from '../../src/pipelining.js'
 import { describeListenError } from '../../src/start-up.js'
 
 /** The route constraint of the operations routes while ADMIN_PORT is set. */
@@ -96,15 +100,15 @@ export default fp(async function adminListener (fastify) {
   fastify.decorate('operationsRoute', <T extends RouteShorthandOptions>(options: T): T =>
     ({ ...options, constraints: ADMIN_ONLY, schema: { ...options.schema, hide: true } }))
 
-  const server = createServer({
-    requestTimeout: fastify.server.requestTimeout,
-    headersTimeout: fastify.server.headersTimeout,
-    keepAliveTimeout: fastify.server.keepAliveTimeout,
-    connectionsCheckingInterval: (fastify.server as { connectionsCheckingInterval?: number }).connectionsCheckingInterval,
-    requireHostHeader: (fastify.server as { requireHostHeader?: boolean }).requireHostHeader
-  }, (req, res) => {
+  const server = createServer(HTTP_SERVER_OPTIONS, inTurn((req, res) => {
     viaAdmin.add(req)
     fastify.routing(req, res)
+  }))
+  fastify.limitConnections(server, {
+    max: ADMIN_MAX_CONNECTIONS,
+    maxPerAddress: ADMIN_MAX_CONNECTIONS_PER_ADDRESS,
+    hardCap: ADMIN_CONNECTION_HARD_CAP,
+    names: { max: 'the admin port\'s bound', maxPerAddress: 'the admin port\'s bound per address' }
   })
 
   fastify.addHook('onReady', async function () {
@@ -133,4 +137,4 @@ export default fp(async function adminListener (fastify) {
     await new Promise((resolve) => server.close(resolve))
     log.info('admin server closed')
   })
-}, { name: 'admin-listener', dependencies: ['env'] })
+}, { name: 'admin-listener', dependencies: ['env', 'connection-limits'] })

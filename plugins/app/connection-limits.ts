@@ -3,7 +3,9 @@
  * that no flood of idle connections leaves nothing for anyone else: listeners on the server's
  * `connection`, `drop` and `request` events that count connections and their requests,
  * `server.maxConnections` set to CONNECTION_HARD_CAP, an `onRequest` hook that answers a
- * connection over a bound, and an `onClose` hook that stops the timer of its log.
+ * connection over a bound, an `onClose` hook that stops the timer of its log, and
+ * `fastify.limitConnections`, which bounds another server's connections the same way (the admin
+ * listener's, with bounds of its own).
  *
  * - at most MAX_CONNECTIONS open (`503 Too many connections`), and at most
  *   MAX_CONNECTIONS_PER_ADDRESS from one client address, the socket's peer (`429 Too many
@@ -18,6 +20,7 @@
  *
  * The log says so once per client address and minute, not once per connection.
  */
+import type { Server } from 'node:http'
 import type { Socket } from 'node:net'
 import { normalizeIP } from '@fastify/rate-limit'
 import fp from 'fastify-plugin'
@@ -59,6 +62,25 @@ export function addressKey (address: string | undefined): string {
   return address === undefined ? '' : normalizeIP(address)
 }
 
+/** The bounds on one server's connections, and the names its log lines give them. */
+export interface ConnectionBounds {
+  max: number
+  maxPerAddress: number
+  /** Beyond this many, Node drops a connection as it accepts it. */
+  hardCap: number
+  names: { max: string, maxPerAddress: string }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /**
+     * Bounds the connections of `server` (the admin listener's) as the public server's are:
+     * over a bound, answered 429 or 503 and closed, beyond the hard cap dropped.
+     */
+    limitConnections: (server: Server, bounds: ConnectionBounds) => void
+  }
+}
+
 export default fp(async function connectionLimits (fastify) {
   const { config, log, server } = fastify
   const max = config.MAX_CONNECTIONS
@@ -69,13 +91,6 @@ export default fp(async function connectionLimits (fastify) {
   const highWater = Math.floor(max * HIGH_WATER_FRACTION)
   const lowWater = Math.floor(max * LOW_WATER_FRACTION)
   const keepAliveTimeout = server.keepAliveTimeout
-  server.maxConnections = CONNECTION_HARD_CAP
-
-  let open = 0
-  const perAddress = new Map<string, number>()
-  /** Requests in flight per counted connection; 0 after a response: idle */
-  const inFlight = new Map<Socket, number>()
-  let shedding = false
 
   let logged = new Set<string>()
   const logWindow = setInterval(() => { logged = new Set() }, LOG_WINDOW_MS).unref()
@@ -88,6 +103,48 @@ export default fp(async function connectionLimits (fastify) {
     log.warn({ address, ...fields }, message)
   }
 
+  /**
+   * Counts `target`'s connections against `bounds`, marks those over a bound as refused (the
+   * `onRequest` hook below answers them), and hands each counted one to `counted`.
+   */
+  function limitConnections (target: Server, bounds: ConnectionBounds, counted?: (socket: Socket) => void) {
+    let open = 0
+    const perAddress = new Map<string, number>()
+    target.maxConnections = bounds.hardCap
+    target.on('connection', (socket: Socket) => {
+      const address = addressKey(socket.remoteAddress)
+      const held = perAddress.get(address) ?? 0
+      const status = open >= bounds.max ? 503 : held >= bounds.maxPerAddress ? 429 : undefined
+      if (status !== undefined) {
+        refused.set(socket, status)
+        if (status === 503) {
+          logOnce(address, `total ${bounds.names.max}`, { open, bound: bounds.max }, `connection over ${bounds.names.max}: answered 503 and closed`)
+        } else {
+          logOnce(address, `address ${bounds.names.max}`, { held, bound: bounds.maxPerAddress }, `connection over ${bounds.names.maxPerAddress}: answered 429 and closed`)
+        }
+        return
+      }
+      open++
+      perAddress.set(address, held + 1)
+      socket.once('close', () => {
+        open--
+        const left = (perAddress.get(address) ?? 1) - 1
+        if (left === 0) perAddress.delete(address)
+        else perAddress.set(address, left)
+      })
+      counted?.(socket)
+    })
+    target.on('drop', (data?: { remoteAddress?: string }) => {
+      logOnce(addressKey(data?.remoteAddress), `drop ${bounds.names.max}`, { bound: bounds.hardCap },
+        'connection dropped unanswered: the process holds as many as its file descriptors allow')
+    })
+  }
+  fastify.decorate('limitConnections', (target: Server, bounds: ConnectionBounds) => limitConnections(target, bounds))
+
+  /** Requests in flight per counted connection (one entry per open one); 0 after a response: idle */
+  const inFlight = new Map<Socket, number>()
+  let shedding = false
+
   function startShedding () {
     shedding = true
     server.keepAliveTimeout = IDLE_SHED_MS
@@ -95,45 +152,27 @@ export default fp(async function connectionLimits (fastify) {
     for (const [socket, requests] of inFlight) {
       if (requests === 0) socket.setTimeout(IDLE_SHED_MS)
     }
-    log.warn({ open, highWater, idleMs: IDLE_SHED_MS }, 'many connections open: idle keep-alive connections are closed sooner')
+    log.warn({ open: inFlight.size, highWater, idleMs: IDLE_SHED_MS }, 'many connections open: idle keep-alive connections are closed sooner')
   }
 
   function stopShedding () {
     shedding = false
     server.keepAliveTimeout = keepAliveTimeout
-    log.info({ open, lowWater }, 'connections back to normal: idle keep-alive connections kept as usual')
+    log.info({ open: inFlight.size, lowWater }, 'connections back to normal: idle keep-alive connections kept as usual')
   }
 
-  server.on('connection', (socket: Socket) => {
-    const address = addressKey(socket.remoteAddress)
-    const held = perAddress.get(address) ?? 0
-    const status = open >= max ? 503 : held >= maxPerAddress ? 429 : undefined
-    if (status !== undefined) {
-      refused.set(socket, status)
-      if (status === 503) {
-        logOnce(address, 'total', { open, bound: max }, 'connection over MAX_CONNECTIONS: answered 503 and closed')
-      } else {
-        logOnce(address, 'address', { held, bound: maxPerAddress }, 'connection over MAX_CONNECTIONS_PER_ADDRESS: answered 429 and closed')
-      }
-      return
-    }
-    open++
-    perAddress.set(address, held + 1)
+  limitConnections(server, {
+    max,
+    maxPerAddress,
+    hardCap: CONNECTION_HARD_CAP,
+    names: { max: 'MAX_CONNECTIONS', maxPerAddress: 'MAX_CONNECTIONS_PER_ADDRESS' }
+  }, (socket) => {
     inFlight.set(socket, -1)
-    if (!shedding && open > highWater) startShedding()
+    if (!shedding && inFlight.size > highWater) startShedding()
     socket.once('close', () => {
-      open--
-      const left = (perAddress.get(address) ?? 1) - 1
-      if (left === 0) perAddress.delete(address)
-      else perAddress.set(address, left)
       inFlight.delete(socket)
-      if (shedding && open < lowWater) stopShedding()
+      if (shedding && inFlight.size < lowWater) stopShedding()
     })
-  })
-
-  server.on('drop', (data?: { remoteAddress?: string }) => {
-    logOnce(addressKey(data?.remoteAddress), 'drop', { bound: CONNECTION_HARD_CAP },
-      'connection dropped unanswered: the process holds as many as its file descriptors allow')
   })
 
   // A connection never answered yet (-1) is not idle: Node's 5 s headers timeout covers it

@@ -7,7 +7,8 @@
  * accepting connections), 3D000 (database gone), 28 (credentials no longer accepted).
  */
 const UNAVAILABLE_SQLSTATE = /^(08|53|57P0|57014|25006|55000|3D000|28)/
-const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE'])
+// EMFILE and ENFILE: no descriptor left for a new connection (the process's or the system's limit)
+const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE', 'EMFILE', 'ENFILE'])
 // node-postgres raises these without a code when a connection dies, cannot be made in time (pool
 // or client) or stops answering (query_timeout)
 const UNAVAILABLE_POOL_MESSAGES = /^(Connection terminated|timeout exceeded when trying to connect|timeout expired$|Client has encountered a connection error|Query read timeout)/

@@ -18,14 +18,17 @@ export interface Held {
 }
 
 /**
- * A keep-alive connection from `localAddress` that sends one `request` (GET /health/live unless
- * given) and then stays silent, never closing by itself.
+ * A keep-alive connection from `localAddress` to `port` (the service's public one unless given)
+ * that sends one `request` (GET /health/live unless given) and then stays silent, never closing
+ * by itself.
  */
-export function hold (service: Service, localAddress: string, request = 'GET /health/live HTTP/1.1\r\nHost: localhost\r\n\r\n'): Promise<Held> {
+export function hold (
+  service: Service, localAddress: string, request = 'GET /health/live HTTP/1.1\r\nHost: localhost\r\n\r\n', port = service.port
+): Promise<Held> {
   return new Promise((resolve, reject) => {
     let received = ''
     const started = performance.now()
-    const socket = connect({ port: service.port, host: '127.0.0.1', localAddress }, () => {
+    const socket = connect({ port, host: '127.0.0.1', localAddress }, () => {
       socket.write(request)
       resolve({
         socket,

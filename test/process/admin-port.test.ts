@@ -10,6 +10,7 @@ import t from 'tap'
 import { PASSWORD, SECRET, testEnv } from '../helper.js'
 import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { LIVE, READY, UNAVAILABLE } from '../helpers/health.js'
+import { answered, body, closeAll, hold, type Held } from '../helpers/held-connections.js'
 import { rawRequest } from '../helpers/raw-http.js'
 import { expectStartupFailure, portInUse, type Service, startService } from '../helpers/service.js'
 import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
@@ -124,6 +125,29 @@ t.test('ADMIN_PORT=0: the operations endpoints on the admin port only, everythin
     const http2 = await rawRequest(admin.port, 'GET /health/live HTTP/2.0\r\nHost: x\r\nConnection: close\r\n\r\n')
     t.equal(http2.status, 505, 'HTTP/2.0 in the request line: 505, as on the public port')
   })
+})
+
+t.test('the admin port has bounds of its own: 16 connections, 8 from one address, whatever MAX_CONNECTIONS says', { skip: STORE_INDEPENDENT }, async (t) => {
+  // The bounds of the probe's report, far below what was held on the admin port then (40)
+  const service = await startService(t, { ...testEnv(await createDatabase(t)), ADMIN_PORT: '0', MAX_CONNECTIONS: '10', MAX_CONNECTIONS_PER_ADDRESS: '5' })
+  const admin = await adminAddress(service)
+  const held: Held[] = []
+  closeAll(t, held)
+  const holdAdmin = (address: string) => hold(service, address, undefined, admin.port)
+  for (let i = 0; i < 12; i++) held.push(await holdAdmin('127.0.0.2'))
+  for (let i = 0; i < 12; i++) held.push(await holdAdmin('127.0.0.3'))
+  await answered(held)
+  const statuses = (from: number, to: number) => held.slice(from, to).map((one) => one.status())
+  t.strictSame(statuses(0, 12), [...Array(8).fill(200), ...Array(4).fill(429)], 'one address: 8 served, then 429')
+  t.strictSame(statuses(12, 24), [...Array(8).fill(200), ...Array(4).fill(503)], 'another: 8 more, then 503 (16 open in all)')
+  t.strictSame(body(held[8]!.received()), { status: 429, message: 'Too many connections from this address', data: null })
+  t.strictSame(body(held[20]!.received()), { status: 503, message: 'Too many connections', data: null })
+  t.match(service.stdout, /"address":"127.0.0.2","held":8,"bound":8,"msg":"connection over the admin port's bound per address: answered 429 and closed"/, 'logged as the public bounds are')
+  // The public port's own bounds are untouched by what the admin port holds
+  const publicHeld = await Promise.all(Array.from({ length: 5 }, () => hold(service, '127.0.0.2', 'GET /nothing HTTP/1.1\r\nHost: localhost\r\n\r\n')))
+  held.push(...publicHeld)
+  await answered(publicHeld)
+  t.strictSame(publicHeld.map((one) => one.status()), Array(5).fill(404), 'the public port still serves its 5 per address')
 })
 
 t.test('ADMIN_HOST: the admin port on that address only', { skip: STORE_INDEPENDENT }, async (t) => {

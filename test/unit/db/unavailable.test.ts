@@ -61,8 +61,8 @@ t.test('an unavailable SQLSTATE counts only at the start of the code', async (t)
   }
 })
 
-t.test('the socket codes of an unreachable or vanished server count as unavailable', async (t) => {
-  for (const code of ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE']) {
+t.test('the socket codes of an unreachable or vanished server, or of no descriptor left for one, count as unavailable', async (t) => {
+  for (const code of ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE', 'EMFILE', 'ENFILE']) {
     t.ok(isDatabaseUnavailable({ code }), code)
   }
 })
