@@ -148,6 +148,27 @@ t.test('Redis going away and back: the per-username counts and their reads move 
   t.equal(count(LogMessage.Local), 1, 'one warning in all')
 })
 
+t.test('Redis going away: an address that logged in through the process keeps its exemption from the per-username limit', { skip: NEEDS_REDIS }, async (t) => {
+  const redis = redisClient(t)
+  const proxy = await TcpProxy.start(t, TEST_REDIS_PORT)
+  const username = newUsername(t, redis)
+  const instance = await limitedApp(t, await createDatabase(t), `redis://127.0.0.1:${proxy.port}`, username)
+  await warm(t, redis, instance)
+  const { app, count } = instance
+  const home = newClient(t, redis).address
+  t.teardown(() => redis.del(trustedKey(home)))
+  t.equal((await attempt(app, home, username, PASSWORD)).status, 200, 'the user logs in while Redis answers')
+  t.equal((await counted(redis, trustedKey(home))).count, 1, 'the address is known in Redis')
+
+  await proxy.cut()
+  await waitUntil(() => count(LogMessage.Local) === 1, BACK_WITHIN, 'the log to say Redis is away', 50)
+  const guesses = []
+  for (let i = 0; i <= USERNAME_LIMIT; i++) guesses.push((await attempt(app, newClient(t, redis).address, username)).status)
+  t.strictSame(guesses, [401, 401, 401, 429], 'other addresses spend the username\'s budget in the process')
+  t.equal((await attempt(app, home, username, PASSWORD)).status, 200, 'the address that logged in still logs in')
+  t.equal((await attempt(app, newClient(t, redis).address, username, PASSWORD)).status, 429, 'a new address with the right password does not')
+})
+
 /** The plugin alone, with the configuration it reads, and a route asking for `rateLimit`. */
 async function withRoute (t: Test, REDIS_URL: string, rateLimitOptions: object) {
   const app = Fastify()
