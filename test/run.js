@@ -1,8 +1,9 @@
 /**
  * `npm test`: the tiers one after another, each a tap run of its own folder, after one build
- * (`pretest`). `npm test -- app process` runs only those tiers. At the end: each tier's time and
- * result, the tests skipped for a missing program (test/helpers/programs.ts) with the command
- * that installs it, and one closing line of the counts. Exits non-zero when a tier failed.
+ * (`pretest`). `npm test -- app process` runs only those tiers. At the end, after the TAP: each
+ * tier's time and result, every failure and every skip (file, test, reason) read from the TAP,
+ * the tests skipped for a missing program (test/helpers/programs.ts) with the command that
+ * installs it, and one closing line of the counts. Exits non-zero when a tier failed.
  */
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -24,12 +25,50 @@ const scratch = mkdtempSync(join(tmpdir(), 'bookkeeping-test-run-'))
 const skippedFile = join(scratch, 'skipped')
 
 /**
+ * Reads a tier's TAP line by line and keeps its failures and skips, each with the file and the
+ * names of the subtests it is in. tap indents a subtest's lines by four spaces a level, after a
+ * `# Subtest: <name>` line (the file's path at the top level); a subtest that failed is reported
+ * after its assertions, so a failure inside one already reported is not listed again.
+ */
+class TapOutcomes {
+  failures = []
+  skips = []
+  #path = []
+
+  line (line) {
+    const depth = Math.floor((line.length - line.trimStart().length) / 4)
+    // tap ends a subtest's result line with its time, a comment
+    const text = line.trim().replace(/ # time=[\d.]+m?s$/, '')
+    const subtest = /^# Subtest: (.*)$/.exec(text)
+    if (subtest !== null) {
+      this.#path = [...this.#path.slice(0, depth), subtest[1]]
+      return
+    }
+    const result = /^(not ok|ok) \d+(?: - (.*?))?(?: # (SKIP|TODO)\S*(?: (.*))?)?$/i.exec(text)
+    if (result === null) return
+    const [, outcome, name = '', directive, reason = ''] = result
+    const where = [...this.#path.slice(0, depth), name]
+    const [file = name, ...test] = where
+    if (directive?.toUpperCase() === 'SKIP') {
+      this.skips.push({ file, test: test.join(' > '), reason })
+    } else if (outcome === 'not ok' && directive === undefined) {
+      const inside = (failure) => failure.where.length > where.length && where.every((part, i) => failure.where[i] === part)
+      if (!this.failures.some(inside)) this.failures.push({ where, file, test: test.join(' > ') })
+    }
+  }
+}
+
+/** At most this many skips are listed one by one; the rest are counted by reason. */
+const SKIPS_LISTED = 20
+
+/**
  * One tier by its own script (`npm run test:<tier>`, without its build: done once already), its
  * output passed through as it comes; tap's counts read from it.
  */
 function runTier (tier) {
   const started = performance.now()
   const counts = { pass: 0, fail: 0, skip: 0 }
+  const outcomes = new TapOutcomes()
   return new Promise((resolve) => {
     const tap = spawn('npm', ['run', '--silent', '--ignore-scripts', `test:${tier}`], {
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -42,6 +81,7 @@ function runTier (tier) {
       const lines = pending.split('\n')
       pending = lines.pop()
       for (const line of lines) {
+        outcomes.line(line)
         // The summary tap prints last: `# { total: 12, pass: 11, skip: 1 }` (fail and todo when any)
         const summary = /^# \{ total: \d+(.*) \}$/.exec(line.trim())
         if (summary === null) continue
@@ -50,7 +90,7 @@ function runTier (tier) {
         }
       }
     })
-    tap.on('close', (code) => resolve({ tier, code, seconds: (performance.now() - started) / 1000, ...counts }))
+    tap.on('close', (code) => resolve({ tier, code, seconds: (performance.now() - started) / 1000, ...counts, outcomes }))
   })
 }
 
@@ -73,6 +113,19 @@ for (const { tier, code, seconds, pass, fail, skip } of results) {
 }
 const total = results.reduce((sum, { seconds }) => sum + seconds, 0)
 console.log(`all tiers ${total.toFixed(1).padStart(9)} s`)
+const failures = results.flatMap(({ outcomes }) => outcomes.failures)
+if (failures.length > 0) {
+  console.log(`\nFailed (${failures.length}):`)
+  for (const { file, test } of failures) console.log(`  ${file}${test === '' ? '' : `: ${test}`}`)
+}
+const skips = results.flatMap(({ outcomes }) => outcomes.skips)
+if (skips.length > 0) {
+  console.log(`\nSkipped (${skips.length}):`)
+  for (const { file, test, reason } of skips.slice(0, SKIPS_LISTED)) console.log(`  ${file}${test === '' ? '' : `: ${test}`} (${reason || 'no reason given'})`)
+  const rest = new Map()
+  for (const { reason } of skips.slice(SKIPS_LISTED)) rest.set(reason, (rest.get(reason) ?? 0) + 1)
+  for (const [reason, count] of rest) console.log(`  and ${count} more: ${reason || 'no reason given'}`)
+}
 if (skippedPrograms.length > 0) {
   console.log('\nSkipped for a missing program:')
   for (const line of skippedPrograms) console.log(`  ${line}`)

@@ -86,8 +86,13 @@ t.test('the walk-through works as printed against npm run dev', { skip: STORE_IN
   t.equal(stderr, '', 'nothing on stderr')
   for (const [index, step] of [...steps, last].entries()) {
     const output = outputs[index]?.trim()
-    if (step.answer === undefined) t.equal(output, '', `${step.command.split('\n')[0]}: prints nothing`)
-    else t.match(output, answerPattern(step.answer), `${step.command.split('\n')[0]}: answers as the README shows`)
+    if (step.answer === undefined) {
+      t.equal(output, '', `${step.command.split('\n')[0]}: prints nothing`)
+    } else {
+      t.match(output, answerPattern(step.answer), `${step.command.split('\n')[0]}: answers as the README shows`)
+      // In a terminal the next prompt or answer starts on a line of its own
+      t.ok(outputs[index]?.endsWith('}\n'), 'on a line of its own')
+    }
   }
 })
 
