@@ -120,13 +120,18 @@ t.test('two instances count every attempt limit in Redis together, under the doc
   t.strictSame(instances.map(({ count }) => count(LogMessage.Local)), [0, 0], 'Redis answered every attempt in time')
 })
 
-t.test('Redis going away and back: the per-username counts and their reads move to the process and back', { skip: NEEDS_REDIS }, async (t) => {
+/** An app of its own user whose Redis is behind a proxy the test can cut, once Redis answers it. */
+async function appBehindProxy (t: Test) {
   const redis = redisClient(t)
   const proxy = await TcpProxy.start(t, TEST_REDIS_PORT)
   const username = newUsername(t, redis)
   const instance = await limitedApp(t, await createDatabase(t), `redis://127.0.0.1:${proxy.port}`, username)
   await warm(t, redis, instance)
-  const { app, count } = instance
+  return { redis, proxy, username, ...instance }
+}
+
+t.test('Redis going away and back: the per-username counts and their reads move to the process and back', { skip: NEEDS_REDIS }, async (t) => {
+  const { redis, proxy, username, app, count } = await appBehindProxy(t)
   const guess = () => attempt(app, newClient(t, redis).address, username)
 
   t.equal((await guess()).status, 401, 'a guess while Redis answers')
@@ -149,12 +154,7 @@ t.test('Redis going away and back: the per-username counts and their reads move 
 })
 
 t.test('Redis going away: an address that logged in through the process keeps its exemption from the per-username limit', { skip: NEEDS_REDIS }, async (t) => {
-  const redis = redisClient(t)
-  const proxy = await TcpProxy.start(t, TEST_REDIS_PORT)
-  const username = newUsername(t, redis)
-  const instance = await limitedApp(t, await createDatabase(t), `redis://127.0.0.1:${proxy.port}`, username)
-  await warm(t, redis, instance)
-  const { app, count } = instance
+  const { redis, proxy, username, app, count } = await appBehindProxy(t)
   const home = newClient(t, redis).address
   t.teardown(() => redis.del(trustedKey(home)))
   t.equal((await attempt(app, home, username, PASSWORD)).status, 200, 'the user logs in while Redis answers')
