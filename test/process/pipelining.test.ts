@@ -44,18 +44,19 @@ const listing = (token: string) => `GET /books HTTP/1.1\r\nHost: localhost\r\nAu
 const statusLines = (text: string) => text.match(/HTTP\/1\.1 \d{3} /g) ?? []
 const bodies = (text: string) => text.split(/(?=HTTP\/1\.1 \d{3} )/).map((answer) => JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)))
 
-t.test('pipelined requests are answered in order, each once', async (t) => {
+t.test(`pipelined requests, as many as may wait and the one in hand (${1 + MAX_WAITING_PER_CONNECTION}), are answered in order, each once`, async (t) => {
   const { service, token } = await serviceWithBooks(t, 3)
-  const paths = ['/book/1', '/books', '/book/2', '/book/999', '/books', '/book/3']
+  const paths = ['/book/1', '/books', '/book/2', '/book/999', '/book/3'].slice(0, 1 + MAX_WAITING_PER_CONNECTION)
   const connection = await pipeline(t, service, paths
     .map((path) => `GET ${path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${token}\r\n\r\n`).join(''))
-  await waitUntil(() => statusLines(connection.received()).length === paths.length, 10_000, 'six answers')
+  await waitUntil(() => statusLines(connection.received()).length === paths.length, 10_000, 'every answer')
   const answers = bodies(connection.received())
   t.strictSame(answers.map((body) => body.message), [
     'Book retrieved successfully', 'Books retrieved successfully', 'Book retrieved successfully',
-    'Book not found', 'Books retrieved successfully', 'Book retrieved successfully'
-  ], 'in the order asked')
-  t.strictSame(answers.map((body) => body.data?.id ?? body.data?.length), [1, 3, 2, undefined, 3, 3])
+    'Book not found', 'Book retrieved successfully'
+  ].slice(0, paths.length), 'in the order asked')
+  t.strictSame(answers.map((body) => body.data?.id ?? body.data?.length), [1, 3, 2, undefined, 3].slice(0, paths.length))
+  t.notOk(connection.readableEnded, 'and the connection stays open')
 })
 
 t.test(`past ${MAX_WAITING_PER_CONNECTION} waiting, the connection ends after the answers before them`, async (t) => {
