@@ -64,14 +64,38 @@ function parseResponse (raw: Buffer, head = false): RawResponse {
 }
 
 /**
- * Writes `request` on a fresh connection to 127.0.0.1:`port` and reads everything until the
- * server closes it (send `Connection: close` for requests the server parses). A connection that
- * stays silent for `idleMs` is given up on, and what arrived so far is parsed.
+ * The responses in `raw`, one after another, for pipelined requests (`heads[i]`: the i-th was a
+ * HEAD, so its response has no body); a response cut short ends the list. Interim 1xx answers
+ * are skipped. Bodies are framed by Content-Length, or chunked.
  */
-export function rawRequest (
-  port: number, request: string | Buffer, { head = false, idleMs = 4000 }: { head?: boolean, idleMs?: number } = {}
-): Promise<RawResponse> {
-  return withTimeout(new Promise<RawResponse>((resolve, reject) => {
+export function parseResponses (raw: Buffer, heads: boolean[]): RawResponse[] {
+  const responses: RawResponse[] = []
+  let offset = 0
+  while (responses.length < heads.length) {
+    const headEnd = raw.indexOf('\r\n\r\n', offset)
+    if (headEnd === -1) break
+    const head = raw.subarray(offset, headEnd).toString('latin1')
+    const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1] ?? NaN)
+    if (Number.isNaN(status)) throw new Error(`bad status line at byte ${offset}: ${JSON.stringify(head.slice(0, 100))}`)
+    let end = headEnd + 4
+    if (status >= 200 && !heads[responses.length]) {
+      const length = /\r\ncontent-length: *(\d+)/i.exec(head)?.[1]
+      if (length !== undefined) end += Number(length)
+      else if (/\r\ntransfer-encoding: *chunked/i.test(head)) end = raw.indexOf('\r\n0\r\n\r\n', headEnd) + 7
+    }
+    if (end > raw.length || end < headEnd) break
+    if (status >= 200) responses.push(parseResponse(raw.subarray(offset, end), heads[responses.length]))
+    offset = end
+  }
+  return responses
+}
+
+/**
+ * Writes `request` on a fresh connection to 127.0.0.1:`port` and reads everything until the
+ * server closes it: the bytes, and whether the connection was given up on after `idleMs` silent.
+ */
+export function rawExchange (port: number, request: string | Buffer, idleMs = 4000): Promise<{ raw: Buffer, idle: boolean }> {
+  return withTimeout(new Promise((resolve) => {
     const chunks: Buffer[] = []
     // write, not end: Node's HTTP server closes a half-closed connection before a slow answer
     const socket = connect({ port, host: '127.0.0.1' }, () => { socket.write(request) })
@@ -84,12 +108,21 @@ export function rawRequest (
     // A reset once the server has answered (it destroys the socket on parser errors) is fine;
     // what counts is what arrived
     socket.on('error', () => {})
-    socket.once('close', () => {
-      try {
-        resolve(parseResponse(Buffer.concat(chunks), head))
-      } catch (err) {
-        reject(idle ? new Error(`(cut off after ${idleMs} ms idle) ${(err as Error).message}`) : err)
-      }
-    })
+    socket.once('close', () => resolve({ raw: Buffer.concat(chunks), idle }))
   }), idleMs + 1000, `raw request ${JSON.stringify(request.toString().slice(0, 40))}`)
+}
+
+/**
+ * One request by `rawExchange` (send `Connection: close` for requests the server parses), its
+ * response parsed; on a connection given up on, what arrived so far.
+ */
+export async function rawRequest (
+  port: number, request: string | Buffer, { head = false, idleMs = 4000 }: { head?: boolean, idleMs?: number } = {}
+): Promise<RawResponse> {
+  const { raw, idle } = await rawExchange(port, request, idleMs)
+  try {
+    return parseResponse(raw, head)
+  } catch (err) {
+    throw idle ? new Error(`(cut off after ${idleMs} ms idle) ${(err as Error).message}`) : err
+  }
 }

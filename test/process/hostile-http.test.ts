@@ -21,7 +21,8 @@ import { BODY_LIMIT } from '../../src/app.js'
 import { YEAR_MAX, YEAR_MIN } from '../../src/schemas/book-limits.js'
 import { PASSWORD, SECRET, testEnv, USERNAME } from '../helper.js'
 import { createDatabase, pgClient } from '../helpers/database.js'
-import { rawRequest, type RawResponse } from '../helpers/raw-http.js'
+import { parseResponses, rawExchange, rawRequest, type RawResponse } from '../helpers/raw-http.js'
+import { MAX_WAITING_PER_CONNECTION } from '../../src/pipelining.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 import { type Service, startService } from '../helpers/service.js'
 import { withTimeout } from '../helpers/wait.js'
@@ -998,6 +999,33 @@ t.test('hostile requests: always an envelope, never a 5xx, the process stays up,
       arbitrary: requestArb(storedIds)
     }
   ]
+
+  /**
+   * Requests pipelined on one connection, then one that asks to close it: answered in order,
+   * each as alone, and no more than the one in hand and those that may wait.
+   */
+  const CLOSING = 'GET /health/live HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n'
+  async function sendPipelined (specs: RequestSpec[]) {
+    const request = Buffer.concat([...specs.map((spec) => render(spec, tokens)), Buffer.from(CLOSING)])
+    const { raw } = await rawExchange(service.port, request, ANSWER_TIMEOUT)
+    const answers = parseResponses(raw, specs.map((spec) => spec.method === 'HEAD'))
+    sent += specs.length
+    if (answers.length > 1 + MAX_WAITING_PER_CONNECTION) throw new Error(`${answers.length} answers to ${specs.length} pipelined requests`)
+    for (const [i, answer] of answers.entries()) {
+      histogram.set(answer.status, (histogram.get(answer.status) ?? 0) + 1)
+      checkAnswer(specs[i]!, answer, service, documented)
+    }
+  }
+  await t.test('pipelined: up to 8 hostile requests on one connection', async (t) => {
+    const details = await fc.check(fc.asyncProperty(fc.array(requestArb(storedIds, { body: fc.constant(null) }), { minLength: 1, maxLength: 8 }), sendPipelined), {
+      numRuns: 50,
+      interruptAfterTimeLimit: PROPERTY_TIME_LIMIT,
+      markInterruptAsFailure: true
+    })
+    const failure = details.errorInstance instanceof Error ? `\n${details.errorInstance.message}` : ''
+    t.notOk(details.failed, (fc.defaultReportMessage(details) ?? `${details.numRuns} runs, none failed`) + failure)
+    t.equal(service.exit, null, 'the process is still running')
+  })
 
   for (const { name, numRuns, examples, arbitrary } of properties) {
     await t.test(name, async (t) => {
