@@ -84,7 +84,8 @@ function endAfterLastAnswer (socket: Socket) {
 
 function handle (line: Line, handler: Handler, req: IncomingMessage, res: ServerResponse) {
   line.busy = true
-  res.once('close', () => next(line, req.socket))
+  const { socket } = req
+  res.once('close', () => next(line, socket))
   handler(req, res)
 }
 
