@@ -15,7 +15,8 @@
  * once the answers to those have gone out, and the requests after them never reach the app:
  * the client sends them again on a new connection, as RFC 9112 section 9.3.2 has a client do
  * with the requests a connection closed before answering. A connection that ends otherwise (the
- * client left, a send timeout, an answer with `Connection: close`) drops whatever waited on it.
+ * client left, a send timeout, an answer with `Connection: close`) drops whatever waited on it,
+ * and what Node still parses from it never reaches the app.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
@@ -93,7 +94,9 @@ function handle (line: Line, handler: Handler, req: IncomingMessage, res: Server
 export function inTurn (handler: Handler): Handler {
   return function (req, res) {
     const line = lineOf(req.socket)
-    if (line.overflowed) return
+    // Parsed from what a connection that is closing still sends (after an answer that said
+    // `Connection: close`, while it is read and discarded): nobody can read an answer to it
+    if (line.overflowed || !req.socket.writable) return
     if (!line.busy) return handle(line, handler, req, res)
     req.socket.pause()
     if (line.waiting.length < MAX_WAITING_PER_CONNECTION) {
