@@ -64,7 +64,7 @@ function lineOf (socket: Socket): Line {
 /** The answer to the request `line` had in hand is out: the next one reaches the app. */
 function next (line: Line, socket: Socket) {
   line.busy = false
-  if (socket.destroyed || !socket.writable) {
+  if (!socket.writable) {
     line.waiting = []
     return
   }

@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto'
 import { normalizeIP, type CreateRateLimitOptions } from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
+import { AttemptTable } from '../../src/attempt-table.js'
 import type { Login } from '../../src/schemas/auth.js'
 
 declare module 'fastify' {
@@ -25,32 +26,6 @@ export const TRUSTED_TABLE_SIZE = 1000
 const address = (request: FastifyRequest) => normalizeIP(request.ip)
 
 /**
- * The addresses that logged in through this process, with when their exemption ends: a copy of
- * the trusted keys kept in the process too, so that while Redis is away (the counts are then the
- * process's own, which did not see logins counted in Redis) an address that logged in here keeps
- * its exemption. At most TRUSTED_TABLE_SIZE; a full table takes a new address once the oldest's
- * exemption has ended, like the store's own table.
- */
-class TrustedHere {
-  readonly #until = new Map<string, number>()
-
-  add (key: string, now = Date.now()) {
-    this.#until.delete(key)
-    for (const [oldest, until] of this.#until) {
-      if (this.#until.size < TRUSTED_TABLE_SIZE) break
-      if (until > now) return
-      this.#until.delete(oldest)
-    }
-    // Re-inserted last: the map's order is the order of the exemptions' ends
-    this.#until.set(key, now + TRUSTED_ADDRESS_MS)
-  }
-
-  has (key: string, now = Date.now()): boolean {
-    return (this.#until.get(key) ?? 0) > now
-  }
-}
-
-/**
  * Guessing spread over many addresses: at most TOKEN_USERNAME_RATE_LIMIT attempts per username
  * and minute from the addresses that have not logged in successfully in the last 7 days, then
  * 429 until the minute ends. An address that has logged in keeps logging in whatever an attacker
@@ -60,10 +35,18 @@ class TrustedHere {
  * guesses all pass the check), refused ones included; the window is fixed, so they do not make
  * it longer. The counts are where the per-address ones are (Redis with REDIS_URL, else the
  * process), under `username:<SHA-256 of it>` and `trusted:<address>`; the process keeps the
- * addresses that logged in through it as well (`TrustedHere`).
+ * addresses that logged in through it as well.
  */
 function createLoginAttempts (fastify: FastifyInstance) {
-  const trustedHere = new TrustedHere()
+  // The addresses that logged in through this process, kept here too (a table like the local
+  // counts'): while Redis is away the counts are the process's own, which did not see the
+  // logins counted in Redis, and such an address keeps its exemption
+  const trustedHere = new AttemptTable(TRUSTED_TABLE_SIZE)
+  const knownHere = (request: FastifyRequest) => {
+    let known = false
+    trustedHere.read(address(request), (err, result) => { known = err === null && (result?.current ?? 0) > 0 })
+    return known
+  }
   const trust = fastify.createRateLimit({
     keyGenerator: (request) => `trusted:${address(request)}`,
     max: 1,
@@ -75,7 +58,7 @@ function createLoginAttempts (fastify: FastifyInstance) {
     max: fastify.config.TOKEN_USERNAME_RATE_LIMIT,
     timeWindow: USERNAME_WINDOW_MS,
     allowList: async (request) => {
-      if (trustedHere.has(address(request))) return true
+      if (knownHere(request)) return true
       const trusted = await trust(request, { increment: false })
       return !trusted.isAllowed && trusted.remaining === 0
     }
@@ -90,7 +73,7 @@ function createLoginAttempts (fastify: FastifyInstance) {
 
     /** The request's address logged in: exempt from the per-username limit from now on. */
     async succeeded (request: FastifyRequest): Promise<void> {
-      trustedHere.add(address(request))
+      trustedHere.incr(address(request), () => {}, TRUSTED_ADDRESS_MS)
       await trust(request)
     }
   }
