@@ -100,7 +100,9 @@ export const MAX_HEADER_FIELDS = 100
 
 export default fp(async function httpEdge (fastify) {
   fastify.server.on('connect', (request, socket) => {
-    endSocketWithEnvelope(socket, 405, `Allow: ${METHODS.join(', ')}\r\n`)
+    // The version first, as for every other method (the onRequest hook below)
+    if (request.httpVersionMajor !== 1) endSocketWithEnvelope(socket, 505)
+    else endSocketWithEnvelope(socket, 405, `Allow: ${METHODS.join(', ')}\r\n`)
   })
   fastify.server.on('checkExpectation', (request, response) => {
     endSocketWithEnvelope(response.socket!, 417, '', { head: request.method === 'HEAD' })

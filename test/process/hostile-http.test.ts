@@ -845,8 +845,9 @@ function headerExamples (): RequestSpec[] {
     { ...plain, host: 'twice' },
     { ...plain, extra: [...Array.from({ length: MAX_HEADER_FIELDS }, (_, i): [string, string] => [`X-F${i}`, 'x']), ['Authorization', 'garbage']] },
     { ...plain, extra: Array.from({ length: 2500 }, (_, i): [string, string] => [`X-${i}`, 'x']) },
-    // A version Node's parser serves as 1.1, and one it refuses: both 505
-    { ...plain, version: 'HTTP/2.0' }, { ...plain, version: 'HTTP/1.2' },
+    // A version Node's parser serves as 1.1, and one it refuses: both 505; CONNECT too, which
+    // Node hands to the server's 'connect' listener rather than to the app
+    { ...plain, version: 'HTTP/2.0' }, { ...plain, version: 'HTTP/1.2' }, { ...plain, method: 'CONNECT', version: 'HTTP/2.0' },
     ...tokenExamples()
   ]
 }
