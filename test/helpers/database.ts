@@ -2,7 +2,6 @@
  * The database of a test file: a fresh one per file on the PostgreSQL server, or an in-memory
  * PGlite of its own, and what tests do to it from outside the service.
  */
-import { spawnSync } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -12,17 +11,9 @@ import type { Test } from 'tap'
 import { startEmbedded } from '../../src/db/embedded.js'
 import { INITDB_ARGS } from '../../src/db/embedded-settings.js'
 import { startPgbouncer } from '../../tools/topology/pgbouncer.js'
-import { waitUntil, withTimeout } from './wait.js'
+import { acceptsConnections, waitUntil, withTimeout } from './wait.js'
 
 export const ADMIN_URL = process.env.TEST_DB_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
-
-/** Whether something accepts TCP connections at the admin URL's host and port, within 1 s. */
-function serverAnswers (): boolean {
-  const { hostname, port } = new URL(ADMIN_URL)
-  const probe = `require('node:net').connect(${Number(port || 5432)}, ${JSON.stringify(hostname)})
-    .on('connect', () => process.exit(0)).on('error', () => process.exit(1)).setTimeout(1000, () => process.exit(1))`
-  return spawnSync(process.execPath, ['-e', probe]).status === 0
-}
 
 /**
  * The store the tests run on: `TEST_STORE=postgres` or `pglite`, or `pgbouncer` (the server,
@@ -32,7 +23,7 @@ function serverAnswers (): boolean {
  */
 const STORES = ['postgres', 'pglite', 'pgbouncer'] as const
 export const STORE: typeof STORES[number] = STORES.find((store) => store === process.env.TEST_STORE) ??
-  (serverAnswers() ? 'postgres' : 'pglite')
+  ((await acceptsConnections(ADMIN_URL, 5432)) ? 'postgres' : 'pglite')
 
 /**
  * For `t.test(name, { skip: NEEDS_DIRECT_SERVER }, ...)`: tests that put a PgBouncer of their

@@ -4,30 +4,22 @@
  * plays is an address no other test picks, counted under keys of its own, removed when the test
  * ends.
  */
-import { spawnSync } from 'node:child_process'
 import { randomInt } from 'node:crypto'
 import { normalizeIP } from '@fastify/rate-limit'
 import { Redis } from 'ioredis'
 import type { Test } from 'tap'
 import { KEY_NAMESPACE } from '../../plugins/external/rate-limit.js'
+import { acceptsConnections } from './wait.js'
 
 export const TEST_REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
-const { hostname: TEST_REDIS_HOST, port } = new URL(TEST_REDIS_URL)
-export const TEST_REDIS_PORT = Number(port || 6379)
-
-/** Whether something accepts TCP connections at TEST_REDIS_URL's host and port, within 1 s. */
-function redisAnswers (): boolean {
-  const probe = `require('node:net').connect(${TEST_REDIS_PORT}, ${JSON.stringify(TEST_REDIS_HOST)})
-    .on('connect', () => process.exit(0)).on('error', () => process.exit(1)).setTimeout(1000, () => process.exit(1))`
-  return spawnSync(process.execPath, ['-e', probe]).status === 0
-}
+export const TEST_REDIS_PORT = Number(new URL(TEST_REDIS_URL).port || 6379)
 
 /**
  * For `t.test(name, { skip: NEEDS_REDIS }, ...)`. Like the database, Redis is used when one
  * answers, so that `npm test` needs nothing but Node.js; a TEST_REDIS_URL given explicitly
  * insists on it.
  */
-export const NEEDS_REDIS = !redisAnswers() && `needs Redis at ${TEST_REDIS_URL} (none answers)`
+export const NEEDS_REDIS = !(await acceptsConnections(TEST_REDIS_URL, TEST_REDIS_PORT)) && `needs Redis at ${TEST_REDIS_URL} (none answers)`
 if (NEEDS_REDIS !== false && process.env.TEST_REDIS_URL !== undefined) throw new Error(`TEST_REDIS_URL is set and ${NEEDS_REDIS}`)
 
 /** The test's own connection to Redis, to read and remove keys; closed when the test ends. */

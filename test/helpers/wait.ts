@@ -1,4 +1,5 @@
 /** Waiting in tests: for a promise with a bound, or until a condition holds. */
+import { connect } from 'node:net'
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
@@ -29,4 +30,21 @@ export async function waitUntil (
     await sleep(every)
   }
   return Math.round(performance.now() - started)
+}
+
+/**
+ * Whether something accepts TCP connections at `url`'s host and port (`defaultPort` when the URL
+ * has none) within `ms`. In this process, with a top-level await where a helper decides what the
+ * tests run on: a child Node.js for it would start with tap's hooks, a quarter of a second each.
+ */
+export function acceptsConnections (url: string, defaultPort: number, ms = 1000): Promise<boolean> {
+  const { hostname, port } = new URL(url)
+  return new Promise((resolve) => {
+    const socket = connect(Number(port || defaultPort), hostname.replace(/^\[|\]$/g, ''))
+    const settle = (answered: boolean) => {
+      socket.destroy()
+      resolve(answered)
+    }
+    socket.on('connect', () => settle(true)).on('error', () => settle(false)).setTimeout(ms, () => settle(false))
+  })
 }

@@ -12,9 +12,9 @@ import { DEFAULT_HOST, DEFAULT_LOG_LEVEL, DEFAULT_PORT } from '../../src/config.
 
 const ROOT = resolve(import.meta.dirname, '../..')
 const MODULE = pathToFileURL(resolve(ROOT, 'src/cli-options.ts')).href
-// The TypeScript loader tap runs this file with, without its coverage and mock hooks (they
-// would double each child's start-up)
-const TS_LOADER = process.execArgv.filter((arg) => arg.includes('@tapjs/typescript'))
+// The TypeScript loader tap runs this file with (tsx: the tap config in package.json), without
+// tap's coverage hook (it would double the child's start-up)
+const TS_LOADER = process.execArgv.filter((arg) => arg === '--import=tsx')
 
 type Environment = { PORT?: string, HOST?: string, LOG_LEVEL?: string }
 
