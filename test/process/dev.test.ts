@@ -1,14 +1,14 @@
 /**
  * `npm run dev` as a developer runs it: development values for what is unset, printed as such,
  * kept across restarts; Ctrl-C through the whole script (npm, its build, the server) stops it
- * once, and the embedded database it uses by default closes cleanly. Real processes; needs no
- * PostgreSQL server.
+ * once, and the embedded database it uses by default closes cleanly. Real processes; the
+ * embedded database needs no PostgreSQL server.
  */
 import { cpSync, readFileSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { PASSWORD, SECRET, USERNAME } from '../helper.js'
-import { OWN_STORE } from '../helpers/database.js'
+import { createDatabase, OWN_STORE, STORE_INDEPENDENT } from '../helpers/database.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 import { clusterState, DB_SHUTDOWNED, DEV_COMMAND, type Service, spawnService, temporaryDirectory } from '../helpers/service.js'
 
@@ -92,9 +92,10 @@ t.test('npm run dev: development values for what is unset, printed as such, kept
   await stop(t, second)
 })
 
-t.test('npm run dev leaves alone what is set', { skip: OWN_STORE }, async (t) => {
+t.test('npm run dev leaves alone what is set', { skip: STORE_INDEPENDENT }, async (t) => {
   const dataDir = temporaryDirectory(t)
-  const service = await started(t, { DEV_DATA_DIR: dataDir, ...CREDENTIALS, DB_URL: 'pglite:memory' })
+  // The tests' database: an embedded one would cost seconds of CPU to create, for nothing tested here
+  const service = await started(t, { DEV_DATA_DIR: dataDir, ...CREDENTIALS, DB_URL: await createDatabase(t) })
   t.notMatch(service.stderr, /DEVELOPMENT SETUP/, 'nothing chosen, nothing printed')
   t.equal((await service.request('POST', '/token', { body: { username: USERNAME, password: PASSWORD } })).status, 200)
   await stop(t, service)

@@ -81,8 +81,10 @@ t.test('the environment wins over .env', { skip: STORE_INDEPENDENT }, async (t) 
 })
 
 t.test('npm run dev listens where HOST says, from the environment or .env', { skip: STORE_INDEPENDENT }, async (t) => {
+  // On the tests' database: where it listens does not depend on the store, and an embedded
+  // one would cost each case seconds of CPU to create
   t.test('from the environment', async (t) => {
-    const service = await spawnService(t, { DEV_DATA_DIR: temporaryDirectory(t), DB_URL: 'pglite:memory', HOST: '127.0.0.2' }, DEV_COMMAND)
+    const service = await spawnService(t, { DEV_DATA_DIR: temporaryDirectory(t), DB_URL: await createDatabase(t), HOST: '127.0.0.2' }, DEV_COMMAND)
     await service.listening(60_000)
     t.equal(service.host, '127.0.0.2')
     t.notMatch(service.stderr, /HOST=/, 'HOST is not among the development values')
@@ -90,7 +92,7 @@ t.test('npm run dev listens where HOST says, from the environment or .env', { sk
     t.match(service.stderr, `BASE=http://127.0.0.2:${service.port}`, 'the walk-through line says where')
   })
   t.test('from .env', async (t) => {
-    const dir = workingDirectory(t, { HOST: '127.0.0.2', DB_URL: 'pglite:memory' }, { copy: true })
+    const dir = workingDirectory(t, { HOST: '127.0.0.2', DB_URL: await createDatabase(t) }, { copy: true })
     const service = await spawnService(t, { DEV_DATA_DIR: join(dir, 'data'), HOST: undefined }, DEV_COMMAND, dir)
     await service.listening(60_000)
     t.equal(service.host, '127.0.0.2')
