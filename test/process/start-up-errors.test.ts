@@ -18,6 +18,8 @@ t.setTimeout(90_000)
 t.jobs = 2
 
 t.test('before the app has loaded', { skip: STORE_INDEPENDENT }, async (t) => {
+  // Five failed starts, nothing shared but the database none of them may come up on: three at once
+  t.jobs = 3
   // A real, empty database: were a check missing, the service would come up on it
   const valid = testEnv(await createDatabase(t))
   t.test('an unknown LOG_LEVEL is named with the levels there are, not in pino\'s words', (t) =>
