@@ -1,0 +1,41 @@
+/**
+ * What 1,000 listings whose clients stopped reading held, the process gives back once they are
+ * gone: its resident memory returns to its idle level. Beside other test files: how long V8
+ * takes does not depend on the machine's load as a latency does. Their bounds while they stall:
+ * test/process/alone/stalled-listings.test.ts.
+ */
+import t from 'tap'
+import { NEEDS_SERVER } from '../helpers/database.js'
+import { residentMiB } from '../helpers/service.js'
+import { LISTINGS, serviceWithBooks, stallListings } from '../helpers/stalled-listing.js'
+import { sleep, waitUntil } from '../helpers/wait.js'
+
+t.setTimeout(300_000)
+
+/**
+ * "Back to idle": what the listings held is garbage once they are gone, and V8 gives it back to
+ * the system when it next collects its old generation, which its memory reducer does once the
+ * process allocates little (measured here: 10 to 50 s after the listings stopped, RSS then below
+ * the idle figure). Nothing forces a collection; the test waits for it.
+ */
+const IDLE_MARGIN_MIB = 50
+const SETTLE_MS = 90_000
+
+t.test(`the memory ${LISTINGS} stalled listings held goes back once they are gone`, { skip: NEEDS_SERVER }, async (t) => {
+  const { service, token, activeQueries, idleMiB: idle } = await serviceWithBooks(t)
+  const pid = service.serverPid
+  const listings = await stallListings(t, service, token, activeQueries)
+  const stalled = residentMiB(pid)
+  t.ok(stalled > idle + IDLE_MARGIN_MIB, `precondition: they hold memory (${stalled.toFixed(1)} MiB, idle ${idle.toFixed(1)} MiB)`)
+
+  for (const { socket } of listings) socket.destroy()
+  await sleep(1000)
+  let settled = Infinity
+  const settleMs = await waitUntil(() => (settled = residentMiB(pid)) < idle + IDLE_MARGIN_MIB, SETTLE_MS,
+    `RSS back within ${IDLE_MARGIN_MIB} MiB of idle (${idle.toFixed(1)} MiB)`, 250).catch(() => NaN)
+  t.comment(`after the listings left: RSS ${settled.toFixed(1)} MiB (idle ${idle.toFixed(1)}), ` +
+    (Number.isNaN(settleMs) ? `not within ${IDLE_MARGIN_MIB} MiB of idle after ${SETTLE_MS / 1000} s` : `within ${IDLE_MARGIN_MIB} MiB of idle after ${((settleMs + 1000) / 1000).toFixed(1)} s`))
+  t.ok(settled < idle + IDLE_MARGIN_MIB, `the memory returns to its idle level (${settled.toFixed(1)} MiB, idle ${idle.toFixed(1)} MiB)`)
+  const after = await service.request('GET', '/book/1', { token })
+  t.equal(after.status, 200, 'the service goes on')
+})
