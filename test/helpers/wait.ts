@@ -45,6 +45,10 @@ export function acceptsConnections (url: string, defaultPort: number, ms = 1000)
       socket.destroy()
       resolve(answered)
     }
-    socket.on('connect', () => settle(true)).on('error', () => settle(false)).setTimeout(ms, () => settle(false))
+    // Timers run before I/O in an event-loop turn: after the seconds a busy machine can take to
+    // load the test's modules, the timeout would win over a connection made meanwhile. So the
+    // timeout decides one phase later, after the I/O of its turn (a promise settles once)
+    socket.on('connect', () => settle(true)).on('error', () => settle(false))
+      .setTimeout(ms, () => setImmediate(() => settle(false)))
   })
 }

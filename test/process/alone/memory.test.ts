@@ -92,7 +92,7 @@ t.test('resident memory settles under 30,000 mixed requests', async (t) => {
   // Garbage the service has not collected yet looks like growth (some runs here: 20 to 23 MiB
   // right after the last phase); a leak stays. So a growth past the bound is looked at again
   // while the service is idle, until V8 gives its garbage back, as it does within seconds to
-  // a minute (test/process/stalled-listings-gone.test.ts)
+  // a minute (test/process/backlogged-listings.test.ts)
   let settled = last
   if (last - warm >= GROWTH_BOUND_MIB) {
     const settleMs = await waitUntil(() => (settled = residentMiB(pid)) - warm < GROWTH_BOUND_MIB, SETTLE_MS,

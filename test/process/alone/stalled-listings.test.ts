@@ -5,7 +5,7 @@
  * for them any more. In test/process/alone/, which `npm run test:process` runs with no other
  * test file beside it: the p99 bound is about the service's latency, which other files' CPU on
  * this machine would blur. That their memory goes back once they are gone:
- * test/process/stalled-listings-gone.test.ts; the send timeout and clients that leave:
+ * test/process/backlogged-listings.test.ts; the send timeout and clients that leave:
  * test/process/listing-clients.test.ts.
  */
 import t from 'tap'
