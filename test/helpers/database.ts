@@ -132,12 +132,14 @@ export async function refuseConnections (t: Test, dbUrl: string): Promise<() => 
 /**
  * A connected pg client with bounded waits, ended when the test ends. The bounds are the
  * client's own: a startup parameter would be refused by PgBouncer (TEST_STORE=pgbouncer).
+ * `queryTimeoutMs`: longer for a client that seeds hundreds of thousands of rows, which PGlite
+ * beside other test files takes more than 10 s to write.
  */
-export async function pgClient (t: Test, connectionString: string): Promise<pg.Client> {
+export async function pgClient (t: Test, connectionString: string, { queryTimeoutMs = 10_000 } = {}): Promise<pg.Client> {
   const client = new pg.Client({
     connectionString,
     connectionTimeoutMillis: 5000,
-    query_timeout: 10_000,
+    query_timeout: queryTimeoutMs,
     application_name: 'bookkeeping-test'
   })
   // A backend terminated under us (the tests do that) must not end the test process

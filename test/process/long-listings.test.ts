@@ -14,7 +14,8 @@ import { sleep, waitUntil } from '../helpers/wait.js'
 t.setTimeout(60_000)
 
 async function seed (t: Test, dbUrl: string, count: number) {
-  const db = await pgClient(t, dbUrl)
+  // 300,000 rows took PGlite over 10 s in CI's PGlite pass
+  const db = await pgClient(t, dbUrl, { queryTimeoutMs: 120_000 })
   await db.query(`INSERT INTO books (title, author, year)
     SELECT 'Title ' || g || ' "quoted" \\ ü', 'Author ' || g, g - 1000 FROM generate_series(1, $1::int) g`, [count])
   return db
