@@ -166,8 +166,15 @@ async function serviceBehindProxy (t: Test) {
     ['GET', '/books'], ['GET', '/book/1'], ['PUT', '/book/1', { year: BOOK.year }],
     ...[1001, 1002, 1003, 1004].map((id): [string, string] => ['DELETE', `/book/${id}`])
   ]
-  const warm = await Promise.all(warming.map(([method, path, body]) => service.request(method, path, { token, body })))
-  t.strictSame(warm.map(({ status }) => status), [200, 200, 200, 404, 404, 404, 404], 'concurrent requests warm the pool')
+  // Sent again while the pool holds fewer than two: on a quiet machine the service can answer
+  // each before the next arrives, all on one connection (seen through PgBouncer)
+  const rounds: number[][] = []
+  while (rounds.length < 20 && proxy.openSockets < 4) {
+    const warm = await Promise.all(warming.map(([method, path, body]) => service.request(method, path, { token, body })))
+    rounds.push(warm.map(({ status }) => status))
+  }
+  t.strictSame(rounds.filter((statuses) => statuses.join() !== '200,200,200,404,404,404,404'), [],
+    `concurrent requests warm the pool (${rounds.length} round(s))`)
   t.ok(proxy.openSockets >= 4, `the pool holds connections through the proxy (${proxy.openSockets / 2})`)
   return { dbUrl, proxy, service, token, book }
 }
