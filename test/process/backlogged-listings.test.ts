@@ -2,8 +2,8 @@
  * What 1,000 listings whose clients stopped reading held, the process gives back once they are
  * gone: its resident memory returns to its idle level. Beside other test files, unlike their
  * bounds while they stall (test/process/alone/stalled-listings.test.ts): V8 gives the memory
- * back later on a busy machine (45 s seen, 10 to 30 s alone), but a wait blurs nothing, and
- * alone it kept the machine half idle. Named to start early in the tier, being long.
+ * back later on a busy machine (41 to 66 s in the tier, 10 to 30 s alone), but a wait blurs
+ * nothing, and alone it kept the machine half idle. Named to start early in the tier, being long.
  */
 import t from 'tap'
 import { NEEDS_SERVER } from '../helpers/database.js'
@@ -16,11 +16,12 @@ t.setTimeout(300_000)
 /**
  * "Back to idle": what the listings held is garbage once they are gone, and V8 gives it back to
  * the system when it next collects its old generation, which its memory reducer does once the
- * process allocates little (measured here: 10 to 50 s after the listings stopped, RSS then below
- * the idle figure). Nothing forces a collection; the test waits for it.
+ * process allocates little (measured here: 10 to 66 s after the listings stopped, RSS then below
+ * the idle figure). Nothing forces a collection; the test waits for it, up to more than twice
+ * the longest wait seen.
  */
 const IDLE_MARGIN_MIB = 50
-const SETTLE_MS = 90_000
+const SETTLE_MS = 150_000
 
 t.test(`the memory ${LISTINGS} stalled listings held goes back once they are gone`, { skip: NEEDS_SERVER }, async (t) => {
   const { service, token, activeQueries, idleMiB: idle } = await serviceWithBooks(t)
