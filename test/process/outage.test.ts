@@ -8,7 +8,7 @@
 import { isDeepStrictEqual } from 'node:util'
 import t, { type Test } from 'tap'
 import { PASSWORD, testEnv, USERNAME } from '../helper.js'
-import { ADMIN_URL, createDatabase, databaseName, NEEDS_SERVER, pgClient, waitForSessionsOnLock } from '../helpers/database.js'
+import { ADMIN_URL, createDatabase, databaseName, NEEDS_SERVER, pgClient, STORE, waitForSessionsOnLock } from '../helpers/database.js'
 import { probe, type Service, startService } from '../helpers/service.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 import { sleep } from '../helpers/wait.js'
@@ -59,12 +59,15 @@ async function timed (service: Service, call: Call): Promise<Outcome> {
   }
 }
 
+/** The book the create of `databaseCalls` sends. */
+const NEW_BOOK = { title: 'Emma', author: 'Jane Austen', year: 1815 }
+
 /** One of each book operation, all with a valid token, all on the book created first (id 1). */
 function databaseCalls (token: string): Call[] {
   return [
     { label: 'GET /books', method: 'GET', path: '/books', token },
     { label: 'GET /book/1', method: 'GET', path: '/book/1', token },
-    { label: 'POST /book', method: 'POST', path: '/book', token, body: { title: 'Emma', author: 'Jane Austen', year: 1815 } },
+    { label: 'POST /book', method: 'POST', path: '/book', token, body: NEW_BOOK },
     { label: 'PUT /book/1', method: 'PUT', path: '/book/1', token, body: { year: 2000 } },
     { label: 'DELETE /book/1', method: 'DELETE', path: '/book/1', token }
   ]
@@ -140,7 +143,14 @@ async function assertRecovers (t: Test, service: Service, token: string, books: 
   }
   const ms = Math.round(performance.now() - started)
   t.equal(last.status, 200, `GET /books answers 200 again within ${RECOVERY_BOUND} ms (after ${ms} ms: ${seen.join(', ')})`)
-  t.strictSame(last.body, { status: 200, message: 'Books retrieved successfully', data: books }, 'with the books stored before the outage')
+  // Through PgBouncer a create cut off in flight may still commit: PgBouncer had queued it for a
+  // server connection and sends it once one is free, its client gone (the case docs/api.md says
+  // no service can exclude). Then it is there once, and nothing else is
+  const { data = [], ...envelope } = (last.body ?? {}) as { data?: Array<{ title?: string }> }
+  const cutOff = data.filter((stored) => isDeepStrictEqual(stored, { ...NEW_BOOK, id: (stored as { id?: unknown }).id }))
+  t.strictSame({ ...envelope, data: data.filter((stored) => !cutOff.includes(stored)) },
+    { status: 200, message: 'Books retrieved successfully', data: books }, 'with the books stored before the outage')
+  t.ok(cutOff.length <= (STORE === 'pgbouncer' ? 1 : 0), `and the create cut off in flight ${cutOff.length === 0 ? 'not stored' : 'stored once, through PgBouncer'}`)
   t.comment(`recovered after ${ms} ms and ${seen.length} attempt(s): ${seen.join(', ')}`)
   t.equal(service.exit, null, 'no restart was needed')
 }
