@@ -129,6 +129,12 @@ export async function refuseConnections (t: Test, dbUrl: string): Promise<() => 
   return async () => { await allow() }
 }
 
+/** Inserts `count` books titled `Title <n>` by `Author <n>` (years 0 to 2999), in one statement. */
+export async function seedBooks (db: pg.Client, count: number): Promise<void> {
+  await db.query(`INSERT INTO books (title, author, year)
+    SELECT 'Title ' || g, 'Author ' || g, g % 3000 FROM generate_series(1, $1::int) g`, [count])
+}
+
 /**
  * A connected pg client with bounded waits, ended when the test ends. The bounds are the
  * client's own: a startup parameter would be refused by PgBouncer (TEST_STORE=pgbouncer).

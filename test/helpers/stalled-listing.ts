@@ -7,7 +7,7 @@ import { connect, type Socket } from 'node:net'
 import type pg from 'pg'
 import type { Test } from 'tap'
 import { testEnv } from '../helper.js'
-import { createDatabase, pgClient } from './database.js'
+import { createDatabase, pgClient, seedBooks } from './database.js'
 import { sendRequest } from './keep-alive-request.js'
 import { residentMiB, type Service, startService } from './service.js'
 import { sleep, waitUntil } from './wait.js'
@@ -47,8 +47,7 @@ export async function serviceWithBooks (t: Test) {
   const service = await startService(t, { ...testEnv(dbUrl), MAX_CONNECTIONS_PER_ADDRESS: String(2 * LISTINGS) })
   const token = await service.token()
   const db: pg.Client = await pgClient(t, dbUrl)
-  await db.query(`INSERT INTO books (title, author, year)
-    SELECT 'Title ' || g, 'Author ' || g, g % 3000 FROM generate_series(1, $1::int) g`, [BOOKS])
+  await seedBooks(db, BOOKS)
   await db.query('VACUUM (ANALYZE) books')
   const activeQueries = async () => (await db.query<{ n: number }>(
     "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'bookkeeping' AND state <> 'idle'")).rows[0]!.n

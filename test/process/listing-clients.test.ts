@@ -7,7 +7,7 @@
 import { connect } from 'node:net'
 import t from 'tap'
 import { testEnv } from '../helper.js'
-import { createDatabase, NEEDS_SERVER, pgClient, STORE_INDEPENDENT } from '../helpers/database.js'
+import { createDatabase, NEEDS_SERVER, pgClient, seedBooks, STORE_INDEPENDENT } from '../helpers/database.js'
 import { type Service, startService } from '../helpers/service.js'
 import { stalledListing } from '../helpers/stalled-listing.js'
 import { sleep, withTimeout } from '../helpers/wait.js'
@@ -45,8 +45,7 @@ t.test('a response the client takes none of for SEND_TIMEOUT_MS is cut off; a sl
   const service = await startService(t, { ...testEnv(dbUrl), SEND_TIMEOUT_MS: '10000' })
   const token = await service.token()
   const db = await pgClient(t, dbUrl)
-  await db.query(`INSERT INTO books (title, author, year)
-    SELECT 'Title ' || g, 'Author ' || g, g % 3000 FROM generate_series(1, $1::int) g`, [BOOKS])
+  await seedBooks(db, BOOKS)
 
   // Wall-clock time: compared with the time of the service's log line
   const openedAt = Date.now()
@@ -95,8 +94,7 @@ t.test('listings whose clients leave while their pages queue send no more querie
   const service = await startService(t, testEnv(dbUrl))
   const token = await service.token()
   const db = await pgClient(t, dbUrl)
-  await db.query(`INSERT INTO books (title, author, year)
-    SELECT 'Title ' || g, 'Author ' || g, g % 3000 FROM generate_series(1, $1::int) g`, [BOOKS])
+  await seedBooks(db, BOOKS)
   const commits = async () => (await db.query<{ n: number }>(
     'SELECT xact_commit::int AS n FROM pg_stat_database WHERE datname = current_database()')).rows[0]!.n
 

@@ -7,7 +7,7 @@
 import { connect, type Socket } from 'node:net'
 import t, { type Test } from 'tap'
 import { testEnv } from '../helper.js'
-import { createDatabase, NEEDS_SERVER, pgClient } from '../helpers/database.js'
+import { createDatabase, NEEDS_SERVER, pgClient, seedBooks } from '../helpers/database.js'
 import { residentMiB, type Service, startService } from '../helpers/service.js'
 import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 import { BODY_LIMIT } from '../../src/app.js'
@@ -20,8 +20,7 @@ async function serviceWithBooks (t: Test, books: number) {
   const dbUrl = await createDatabase(t)
   const service = await startService(t, testEnv(dbUrl))
   const db = await pgClient(t, dbUrl)
-  await db.query(`INSERT INTO books (title, author, year)
-    SELECT 'Title ' || g, 'Author ' || g, g FROM generate_series(1, $1::int) g`, [books])
+  await seedBooks(db, books)
   return { service, token: await service.token(), db }
 }
 

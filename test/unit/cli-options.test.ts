@@ -4,6 +4,7 @@
  * for each case, so nothing writes into this process's `process.env`.
  */
 import { execFile } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { promisify } from 'node:util'
@@ -12,9 +13,10 @@ import { DEFAULT_HOST, DEFAULT_LOG_LEVEL, DEFAULT_PORT } from '../../src/config.
 
 const ROOT = resolve(import.meta.dirname, '../..')
 const MODULE = pathToFileURL(resolve(ROOT, 'src/cli-options.ts')).href
-// The TypeScript loader tap runs this file with (tsx: the tap config in package.json), without
-// tap's coverage hook (it would double the child's start-up)
-const TS_LOADER = process.execArgv.filter((arg) => arg === '--import=tsx')
+// The TypeScript loader tap runs this file with (the `node-arg` of package.json's tap settings),
+// without tap's process-info hook (it would double the child's start-up)
+const TAP_NODE_ARGS: string[] = JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')).tap['node-arg']
+const TS_LOADER = process.execArgv.filter((arg) => TAP_NODE_ARGS.includes(arg))
 
 type Environment = { PORT?: string, HOST?: string, LOG_LEVEL?: string }
 
