@@ -82,11 +82,12 @@ function runTier (tier) {
       pending = lines.pop()
       for (const line of lines) {
         outcomes.line(line)
-        // The summary tap prints last: `# { total: 12, pass: 11, skip: 1 }` (fail and todo when any)
+        // The summary tap prints last: `# { total: 12, pass: 11, skip: 1 }` (fail and todo when any);
+        // a tier's script may run tap more than once (test:process), so the summaries add up
         const summary = /^# \{ total: \d+(.*) \}$/.exec(line.trim())
         if (summary === null) continue
         for (const [, key, value] of summary[1].matchAll(/(\w+): (\d+)/g)) {
-          if (key in counts) counts[key] = Number(value)
+          if (key in counts) counts[key] += Number(value)
         }
       }
     })
