@@ -4,6 +4,7 @@
  * once, and the embedded database it uses by default closes cleanly. Real processes; the
  * embedded database needs no PostgreSQL server.
  */
+import { execFileSync } from 'node:child_process'
 import { cpSync, readFileSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
@@ -33,16 +34,25 @@ async function stop (t: Test, service: Service) {
 
 /**
  * A copy of the tree to run the whole `npm run dev` in, build included: a build here would
- * rewrite dist/ under the feet of the other test files. The dependencies are this tree's own.
- * The builds come along (tools/dist is in tools), so the copy's build is the incremental one
- * of a tree built before, as a developer's second `npm run dev` is.
+ * rewrite dist/ under the feet of the other test files. The builds come along (tools/dist is in
+ * tools), so the copy's build is the incremental one of a tree built before, as a developer's
+ * second `npm run dev` is. The dependencies are this tree's own, hard links in a tree of
+ * directories of the copy's own (`cp -al`, half a second): through a symbolic link, TypeScript
+ * would find them at their real paths, which its incremental records name relative to the tree,
+ * and check and emit everything again (8 s of CPU more). A symbolic link where the temporary
+ * directory is on another file system, which hard links cannot span.
  */
 function treeCopy (t: Test): string {
   const copy = temporaryDirectory(t)
   for (const entry of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'plugins', 'routes', 'console', 'tools', 'dist']) {
     cpSync(join(PROJECT_ROOT, entry), join(copy, entry), { recursive: true })
   }
-  symlinkSync(join(PROJECT_ROOT, 'node_modules'), join(copy, 'node_modules'))
+  try {
+    execFileSync('cp', ['-al', join(PROJECT_ROOT, 'node_modules'), join(copy, 'node_modules')], { stdio: 'pipe' })
+  } catch (err) {
+    if (!/cross-device|Invalid cross-device link/i.test(String((err as { stderr?: Buffer }).stderr))) throw err
+    symlinkSync(join(PROJECT_ROOT, 'node_modules'), join(copy, 'node_modules'))
+  }
   return copy
 }
 
