@@ -156,6 +156,16 @@ export async function pgClient (t: Test, connectionString: string, { queryTimeou
 }
 
 /**
+ * How many of the service's sessions on the database at `dbUrl` run a statement now (a page of a
+ * listing being read, say), as `pg_stat_activity` shows them.
+ */
+export async function serviceQueriesRunning (client: pg.Client, dbUrl: string): Promise<number> {
+  const { rows } = await client.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity
+    WHERE datname = $1 AND application_name = 'bookkeeping' AND state <> 'idle'`, [databaseName(dbUrl)])
+  return rows[0]!.n
+}
+
+/**
  * The service's sessions on the database at `dbUrl` that wait for a lock, as `pg_stat_activity`
  * shows them (`application_name` is the service's, see plugins/external/postgres.ts).
  */

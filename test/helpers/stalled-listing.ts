@@ -7,7 +7,7 @@ import { connect, type Socket } from 'node:net'
 import type pg from 'pg'
 import type { Test } from 'tap'
 import { testEnv } from '../helper.js'
-import { createDatabase, pgClient, seedBooks } from './database.js'
+import { createDatabase, pgClient, seedBooks, serviceQueriesRunning } from './database.js'
 import { sendRequest } from './keep-alive-request.js'
 import { residentMiB, type Service, startService } from './service.js'
 import { sleep, waitUntil } from './wait.js'
@@ -49,8 +49,7 @@ export async function serviceWithBooks (t: Test) {
   const db: pg.Client = await pgClient(t, dbUrl)
   await seedBooks(db, BOOKS)
   await db.query('VACUUM (ANALYZE) books')
-  const activeQueries = async () => (await db.query<{ n: number }>(
-    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'bookkeeping' AND state <> 'idle'")).rows[0]!.n
+  const activeQueries = () => serviceQueriesRunning(db, dbUrl)
 
   const whole = await service.request('GET', '/books', { token, ms: 60_000 })
   t.equal((whole.body as { data: unknown[] }).data.length, BOOKS, 'a whole listing reads every book')

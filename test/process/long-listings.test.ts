@@ -7,7 +7,7 @@
 import { get } from 'node:http'
 import t, { type Test } from 'tap'
 import { build, getToken, testEnv } from '../helper.js'
-import { createDatabase, NEEDS_SERVER, pgClient } from '../helpers/database.js'
+import { createDatabase, NEEDS_SERVER, pgClient, serviceQueriesRunning } from '../helpers/database.js'
 import { type Service, startService } from '../helpers/service.js'
 import { sleep, waitUntil } from '../helpers/wait.js'
 
@@ -89,13 +89,6 @@ function openListing (service: Service, token: string) {
   })
 }
 
-async function activeQueries (admin: Awaited<ReturnType<typeof pgClient>>, dbUrl: string) {
-  const { rows } = await admin.query(
-    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND application_name = 'bookkeeping' AND state <> 'idle'",
-    [new URL(dbUrl).pathname.slice(1)])
-  return rows[0].n as number
-}
-
 /** A real service process on a fresh database holding `count` books. */
 async function serviceWithBooks (t: Test, count: number) {
   const dbUrl = await createDatabase(t)
@@ -118,14 +111,14 @@ t.test('a slow reader holds back the reading; a reader that leaves stops it', { 
   // machine's load, so the test waits for it, seen twice half a second apart (under load, once
   // was seen between two pages that still fitted the buffers); a service that read on would
   // have read all 300,000 books, which a title changed meanwhile tells apart.
-  const stopped = async () => await activeQueries(db, dbUrl) === 0 && (await sleep(500), await activeQueries(db, dbUrl) === 0)
+  const stopped = async () => await serviceQueriesRunning(db, dbUrl) === 0 && (await sleep(500), await serviceQueriesRunning(db, dbUrl) === 0)
   await waitUntil(stopped, 10_000, 'no query runs while the reader is paused')
   const received = receivedBytes()
   t.ok(received > 0, `the paused reader received part of the list (${received} bytes)`)
   // Nothing to wait for but time: nothing must happen in it
   await sleep(700)
   t.equal(receivedBytes(), received, 'and nothing more arrives')
-  t.equal(await activeQueries(db, dbUrl), 0, 'and no query runs')
+  t.equal(await serviceQueriesRunning(db, dbUrl), 0, 'and no query runs')
 
   // Every book past the mark that the service reads from now on carries the new title
   const mark = 100_000
@@ -145,7 +138,7 @@ t.test('a slow reader holds back the reading; a reader that leaves stops it', { 
   t.equal(await leaving.complete, false)
   // Time in which a reading that went on would show in pg_stat_activity
   await sleep(300)
-  t.equal(await activeQueries(db, dbUrl), 0, 'after the reader left, no query runs')
+  t.equal(await serviceQueriesRunning(db, dbUrl), 0, 'after the reader left, no query runs')
   const after = await service.request('GET', '/book/1', { token })
   t.equal(after.status, 200, 'the service goes on')
 })
