@@ -16,8 +16,7 @@ import { expectStartupFailure, portInUse, type Service, startService } from '../
 import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 
 t.setTimeout(60_000)
-// Each test a service and a database of its own: three side by side. The file sorts before
-// test/process/alone/, whose files wait for it to end before they run by themselves
+// Each test a service and a database of its own: three side by side
 t.jobs = 3
 
 const ROUTE_NOT_FOUND = { status: 404, message: 'Route not found', data: null }
