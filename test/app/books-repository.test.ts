@@ -2,7 +2,7 @@ import t from 'tap'
 import pg from 'pg'
 import { build, call, getToken } from '../helper.js'
 import { MAX_WAIT_MS } from '../../src/db/batch.js'
-import { createDatabase, NEEDS_SERVER, waitForSessionsOnLock } from '../helpers/database.js'
+import { createDatabase, NEEDS_SERVER, waitForSessionsOnLock, WAITS_ON_A_LOCK } from '../helpers/database.js'
 
 /**
  * Concurrent finds, creates, updates and listings share statements (src/db/batch.ts, used by
@@ -142,7 +142,7 @@ t.test('batched statements', async (t) => {
     await waitForSessionsOnLock(admin, dbUrl, 2, 2000)
     // When PostgreSQL got the second find (same clock as ours: one machine)
     const { rows: [{ received }] } = await admin.query(`SELECT extract(epoch FROM max(query_start)) * 1000 AS received
-      FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'bookkeeping' AND wait_event_type = 'Lock'`)
+      FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'bookkeeping' AND ${WAITS_ON_A_LOCK}`)
     const held = Number(received) - sent
     // At least the wait (the batch did wait for the stuck one), at most the wait plus what a
     // request takes to reach PostgreSQL on a busy machine (a new pooled connection included)

@@ -166,11 +166,23 @@ export async function serviceQueriesRunning (client: pg.Client, dbUrl: string): 
 }
 
 /**
- * The service's sessions on the database at `dbUrl` that wait for a lock, as `pg_stat_activity`
- * shows them (`application_name` is the service's, see plugins/external/postgres.ts).
+ * The condition, on a row of `pg_stat_activity`, that its session waits for a lock. Read from the
+ * lock manager, not `wait_event_type = 'Lock'`: a waiting backend that is woken (by its own
+ * deadlock check after a second, by the signal every DROP DATABASE sends to all backends, and
+ * the test files drop theirs all the time) shows no wait event until it sleeps again, while it
+ * stays queued on the lock all along.
  */
-const SESSIONS_WAITING_ON_A_LOCK = `SELECT count(*)::int AS n FROM pg_stat_activity
-  WHERE datname = $1 AND application_name = 'bookkeeping' AND wait_event_type = 'Lock'`
+export const WAITS_ON_A_LOCK = 'cardinality(pg_blocking_pids(pid)) > 0'
+
+/**
+ * How many of the service's sessions on the database at `dbUrl` wait for a lock
+ * (`application_name` is the service's, see plugins/external/postgres.ts).
+ */
+export async function serviceSessionsOnLock (client: pg.Client, dbUrl: string): Promise<number> {
+  const { rows } = await client.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity
+    WHERE datname = $1 AND application_name = 'bookkeeping' AND ${WAITS_ON_A_LOCK}`, [databaseName(dbUrl)])
+  return rows[0]!.n
+}
 
 /**
  * Resolves, with the milliseconds it took, once at least `count` of the service's sessions on
@@ -178,8 +190,5 @@ const SESSIONS_WAITING_ON_A_LOCK = `SELECT count(*)::int AS n FROM pg_stat_activ
  * holds); rejects after `ms`.
  */
 export function waitForSessionsOnLock (client: pg.Client, dbUrl: string, count: number, ms = 4000): Promise<number> {
-  return waitUntil(async () => {
-    const { rows } = await client.query<{ n: number }>(SESSIONS_WAITING_ON_A_LOCK, [databaseName(dbUrl)])
-    return rows[0]!.n >= count
-  }, ms, `${count} of the service's sessions waiting on a lock`, 10)
+  return waitUntil(async () => await serviceSessionsOnLock(client, dbUrl) >= count, ms, `${count} of the service's sessions waiting on a lock`, 10)
 }

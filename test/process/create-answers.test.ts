@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { testEnv } from '../helper.js'
-import { createDatabase, NEEDS_SERVER, pgClient, waitForSessionsOnLock } from '../helpers/database.js'
+import { createDatabase, NEEDS_SERVER, pgClient, waitForSessionsOnLock, WAITS_ON_A_LOCK } from '../helpers/database.js'
 import { rawRequest } from '../helpers/raw-http.js'
 import { startService } from '../helpers/service.js'
 import { waitUntil } from '../helpers/wait.js'
@@ -43,7 +43,7 @@ t.test('a stored create keeps its 201 when the re-read of a conflicting key in i
   // statement times out
   const locking = locker.query('BEGIN; LOCK TABLE idempotency_keys IN ACCESS EXCLUSIVE MODE')
   await waitUntil(async () => (await watcher.query(
-    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'bookkeeping-test' AND wait_event_type = 'Lock'"
+    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'bookkeeping-test' AND ${WAITS_ON_A_LOCK}`
   )).rows[0].n === 1, 4000, 'the table lock to be queued')
   await holder.query('COMMIT')
   await locking

@@ -8,7 +8,7 @@
 import { isDeepStrictEqual } from 'node:util'
 import t, { type Test } from 'tap'
 import { PASSWORD, testEnv, USERNAME } from '../helper.js'
-import { ADMIN_URL, createDatabase, databaseName, NEEDS_SERVER, pgClient, STORE, waitForSessionsOnLock } from '../helpers/database.js'
+import { ADMIN_URL, createDatabase, databaseName, NEEDS_SERVER, pgClient, STORE, waitForSessionsOnLock, WAITS_ON_A_LOCK } from '../helpers/database.js'
 import { probe, type Service, startService } from '../helpers/service.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 import { sleep } from '../helpers/wait.js'
@@ -207,7 +207,7 @@ async function lockBooks (t: Test, dbUrl: string) {
     },
     async release () {
       await admin.query(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'bookkeeping' AND wait_event_type = 'Lock'",
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'bookkeeping' AND ${WAITS_ON_A_LOCK}`,
         [databaseName(dbUrl)]
       )
       await locker.query('ROLLBACK')

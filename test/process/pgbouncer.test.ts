@@ -8,7 +8,7 @@ import t, { type Test } from 'tap'
 import { STATEMENT_TIMEOUT_MS } from '../../src/db/time-bounds.js'
 import { startPgbouncer } from '../../tools/topology/pgbouncer.js'
 import { testEnv } from '../helper.js'
-import { ADMIN_URL, createDatabase, NEEDS_DIRECT_SERVER, pgClient, waitForSessionsOnLock } from '../helpers/database.js'
+import { ADMIN_URL, createDatabase, NEEDS_DIRECT_SERVER, pgClient, serviceSessionsOnLock, waitForSessionsOnLock } from '../helpers/database.js'
 import { BOUND_SLACK, UNAVAILABLE } from '../helpers/health.js'
 import { type Service, startService } from '../helpers/service.js'
 import { waitUntil } from '../helpers/wait.js'
@@ -107,11 +107,7 @@ t.test('a statement stuck on a lock is cut off by the server within its bound', 
   await waitForSessionsOnLock(watcher, dbUrl, 1)
   // Only the server's statement_timeout ends the wait in PostgreSQL: the client giving up
   // would leave the statement waiting there, holding its server connection
-  const ended = await waitUntil(async () => {
-    const { rows: [waiting] } = await watcher.query<{ n: number }>(
-      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
-    return waiting!.n === 0
-  }, STATEMENT_TIMEOUT_MS + 2000, 'the server to cancel the waiting statement', 20)
+  const ended = await waitUntil(async () => await serviceSessionsOnLock(watcher, dbUrl) === 0, STATEMENT_TIMEOUT_MS + 2000, 'the server to cancel the waiting statement', 20)
   const cancelledAfter = Math.round(performance.now() - started)
   const response = await update
   const answeredAfter = Math.round(performance.now() - started)
