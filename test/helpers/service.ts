@@ -11,11 +11,33 @@ import { join } from 'node:path'
 import type { Test } from 'tap'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 import { PASSWORD, USERNAME } from '../helper.js'
+import { onExit } from 'signal-exit'
 import { withTimeout } from './wait.js'
 
-/** How long a process may take to come up or to go away. */
-const START_TIMEOUT = 15_000
-const EXIT_TIMEOUT = 10_000
+/**
+ * How long a process may take to come up or to go away, when a test bounds it no closer: they
+ * catch a hang, they are not the service's promises. Generous, because the process tier keeps a
+ * 2-core machine busy with six files at once, and there a start that creates its PGlite (six
+ * seconds of CPU on a slow core) can wait ten times as long.
+ */
+const START_TIMEOUT = 60_000
+const EXIT_TIMEOUT = 30_000
+
+/**
+ * The process groups of the services this test process started that may still run. Each leads a
+ * group of its own, so nothing stops it when this process ends before its teardowns: tap ends a
+ * file that overruns its timeout (SIGALRM). Whatever is left then is killed on the way out.
+ */
+const groupsLeft = new Set<number>()
+onExit(() => {
+  for (const group of groupsLeft) {
+    try {
+      process.kill(-group, 'SIGKILL')
+    } catch {
+      // Gone already
+    }
+  }
+})
 
 /**
  * A TCP port on 127.0.0.1 that nothing listens on: one the system picked for a listener that is
@@ -299,6 +321,7 @@ export async function spawnService (
     detached: true
   })
   const service = new Service(child)
+  groupsLeft.add(child.pid!)
   t.teardown(async () => {
     // What the process printed is the first thing to read when a test of it failed
     if (!t.passing()) t.comment(`service exit ${JSON.stringify(service.exit)}\n${service.output}`)
@@ -311,6 +334,7 @@ export async function spawnService (
       }
     }
     if (service.exit === null) await withTimeout(service.exited, EXIT_TIMEOUT, 'the killed service to exit')
+    groupsLeft.delete(child.pid!)
   })
   return service
 }
@@ -340,7 +364,7 @@ export async function expectStartupFailure (
   { secrets = [], command = START_COMMAND, cwd = PROJECT_ROOT }: { secrets?: string[], command?: string, cwd?: string } = {}
 ): Promise<Service> {
   const service = await spawnService(t, env, command, cwd)
-  const exit = await service.waitForExit(30_000)
+  const exit = await service.waitForExit(START_TIMEOUT)
   t.strictSame(exit, { code: 1, signal: null }, 'exits by itself with code 1')
   const lines = nonEmptyLines(service.stderr)
   if (command === START_COMMAND) t.equal(lines.length, 1, 'stderr holds exactly one line')
