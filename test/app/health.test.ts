@@ -14,8 +14,6 @@ import { BOUND_SLACK, LIVE, QUICK, READY, UNAVAILABLE } from '../helpers/health.
 import { probe } from '../helpers/service.js'
 import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 
-t.setTimeout(60_000)
-
 async function timedInject (app: FastifyInstance, url: string) {
   const started = performance.now()
   const response = await app.inject({ method: 'GET', url })

@@ -15,8 +15,6 @@ import { NEEDS_REDIS, newClient, redisClient, TEST_REDIS_PORT, TEST_REDIS_URL, t
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 
-t.setTimeout(60_000)
-
 const LIMIT = 5
 /** Room for a busy machine above the bound under test. */
 const SLACK = 500

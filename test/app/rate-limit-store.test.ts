@@ -19,8 +19,6 @@ import { NEEDS_REDIS, newClient, redisClient, TEST_REDIS_PORT, TEST_REDIS_URL } 
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 import { sleep, waitUntil } from '../helpers/wait.js'
 
-t.setTimeout(60_000)
-
 const ADDRESS_LIMIT = 3
 const USERNAME_LIMIT = 3
 /** The per-address window of POST /token (routes/token.ts). */

@@ -18,8 +18,6 @@ import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { startService } from '../helpers/service.js'
 import { needsPrograms } from '../helpers/programs.js'
 
-t.setTimeout(60_000)
-
 const BOOKS = [
   { title: 'Dune', author: 'Frank Herbert', year: 1965 },
   { title: 'Emma', author: 'Jane Austen', year: 1815 },

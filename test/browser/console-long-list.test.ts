@@ -12,8 +12,6 @@ import { createDatabase, pgClient, STORE_INDEPENDENT } from '../helpers/database
 import { startService } from '../helpers/service.js'
 import { needsPrograms } from '../helpers/programs.js'
 
-t.setTimeout(60_000)
-
 // Enough to arrive in many pieces (the service streams a listing 500 books at a time)
 const BOOKS = 20_000
 const LAST = BOOKS - 1

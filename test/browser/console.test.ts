@@ -17,8 +17,6 @@ import { startService } from '../helpers/service.js'
 import { mint, nowSeconds } from '../helpers/tokens.js'
 import { needsPrograms } from '../helpers/programs.js'
 
-t.setTimeout(60_000)
-
 interface Book { id: number, title: string, author: string, year: number }
 
 /** The answer to the next request of `method` to a path matching `path`. */

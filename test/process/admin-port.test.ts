@@ -15,7 +15,6 @@ import { rawRequest } from '../helpers/raw-http.js'
 import { expectStartupFailure, portInUse, type Service, startService } from '../helpers/service.js'
 import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 
-t.setTimeout(60_000)
 // Each test a service and a database of its own: three side by side
 t.jobs = 3
 

@@ -23,8 +23,6 @@ import { mint, nowSeconds } from '../helpers/tokens.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 import { withTimeout } from '../helpers/wait.js'
 
-t.setTimeout(60_000)
-
 const EXAMPLES = join(PROJECT_ROOT, 'docs', 'examples')
 /** The generated types, which the typed client example and the console (console) use */
 const CLIENT_TYPES = 'console/bookkeeping-api.d.ts'

@@ -11,8 +11,6 @@ import { answered, body, closeAll, hold, type Held } from '../helpers/held-conne
 import { startService } from '../helpers/service.js'
 import { sleep, withTimeout } from '../helpers/wait.js'
 
-t.setTimeout(120_000)
-
 t.test('the total bound holds across addresses: 503, then room again when connections close', { skip: STORE_INDEPENDENT }, async (t) => {
   const service = await startService(t, { ...testEnv(await createDatabase(t)), MAX_CONNECTIONS: '60', MAX_CONNECTIONS_PER_ADDRESS: '25' })
   const held: Held[] = []

@@ -15,8 +15,6 @@ import { sendRequest } from '../helpers/keep-alive-request.js'
 import { startService } from '../helpers/service.js'
 import { sleep, waitUntil } from '../helpers/wait.js'
 
-t.setTimeout(60_000)
-
 /**
  * The lowest descriptor number `pid` does not use: the one its next open would get. The limit
  * bounds the numbers, not how many are open, so a limit of exactly this leaves none to open.

@@ -14,7 +14,6 @@ import { createDatabase, pgClient, STORE_INDEPENDENT } from '../helpers/database
 import { closedPort, DEV_COMMAND, probe, spawnService, temporaryDirectory } from '../helpers/service.js'
 import { waitUntil } from '../helpers/wait.js'
 
-t.setTimeout(90_000)
 // Each case in a working directory of its own, on a port of its own
 t.jobs = 3
 

@@ -18,8 +18,6 @@ import { startService } from '../helpers/service.js'
 import { sleep, waitUntil } from '../helpers/wait.js'
 import { needsPrograms, PG_SERVER } from '../helpers/programs.js'
 
-t.setTimeout(180_000)
-
 const CLIENTS = 8
 const PREFIX = 'failover'
 /** Load before the kill, and after the service serves again. */

@@ -19,8 +19,6 @@ import { startService } from '../helpers/service.js'
 import { sleep, waitUntil } from '../helpers/wait.js'
 import { needsPrograms, PG_SERVER } from '../helpers/programs.js'
 
-t.setTimeout(120_000)
-
 const CLIENTS = 8
 const PREFIX = 'restart'
 /** Load before the restart, and after the service serves again. */

@@ -10,8 +10,6 @@ import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { startService } from '../helpers/service.js'
 import { withTimeout } from '../helpers/wait.js'
 
-t.setTimeout(60_000)
-
 /** Writes `request` on one connection and reads everything until the service closes it. */
 function exchange (port: number, request: Buffer): Promise<Buffer> {
   return withTimeout(new Promise((resolve) => {

@@ -27,9 +27,6 @@ import { PROJECT_ROOT } from '../../src/project-root.js'
 import { type Service, startService } from '../helpers/service.js'
 import { withTimeout } from '../helpers/wait.js'
 
-// One process, a few hundred requests and the shrinking of any counterexample
-t.setTimeout(180_000)
-
 /** How long one exchange may take; every request sent is complete, so the answer is prompt. */
 const ANSWER_TIMEOUT = 4000
 /** Per property; a service that is merely slow shows up as an interrupted run, not a pass. */

@@ -11,8 +11,6 @@ import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { startService } from '../helpers/service.js'
 import { withTimeout } from '../helpers/wait.js'
 
-t.setTimeout(120_000)
-
 const BODY_SIZE = 5 * 1024 * 1024
 /** Enough rounds that the old close (destroy as soon as the 413 is written) failed every run. */
 const ROUNDS = 15

@@ -14,9 +14,6 @@ import { rawRequest } from '../helpers/raw-http.js'
 import { closedPort, expectStartupFailure, nonEmptyLines, probe, spawnService, startService } from '../helpers/service.js'
 import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 
-// About ten service processes: more than the default 30 s when the machine is busy with the
-// other test files
-t.setTimeout(60_000)
 // Each subtest has its own processes and database: run a few side by side
 t.jobs = 3
 

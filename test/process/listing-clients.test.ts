@@ -12,8 +12,6 @@ import { type Service, startService } from '../helpers/service.js'
 import { stalledListing } from '../helpers/stalled-listing.js'
 import { sleep, withTimeout } from '../helpers/wait.js'
 
-t.setTimeout(120_000)
-
 /** Enough books that a listing outlasts what the kernel's buffers take. */
 const BOOKS = 200_000
 

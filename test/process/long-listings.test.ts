@@ -11,8 +11,6 @@ import { createDatabase, NEEDS_SERVER, pgClient, serviceQueriesRunning } from '.
 import { type Service, startService } from '../helpers/service.js'
 import { sleep, waitUntil } from '../helpers/wait.js'
 
-t.setTimeout(60_000)
-
 async function seed (t: Test, dbUrl: string, count: number) {
   // 300,000 rows took PGlite over 10 s in CI's PGlite pass
   const db = await pgClient(t, dbUrl, { queryTimeoutMs: 120_000 })

@@ -13,8 +13,6 @@ import { probe, type Service, startService } from '../helpers/service.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 import { sleep } from '../helpers/wait.js'
 
-// Each fault waits out the service's own timeouts (2 s to connect, 3 s per query) at least once
-t.setTimeout(60_000)
 // Each subtest has its own service, database and proxy
 t.jobs = 3
 

@@ -14,8 +14,6 @@ import { type Service, startService } from '../helpers/service.js'
 import { waitUntil } from '../helpers/wait.js'
 import { needsPrograms } from '../helpers/programs.js'
 
-t.setTimeout(90_000)
-
 async function stop (t: Test, service: Service) {
   service.child.kill('SIGTERM')
   t.strictSame(await service.waitForExit(), { code: 0, signal: null }, 'the service stopped cleanly')

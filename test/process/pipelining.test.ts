@@ -14,8 +14,6 @@ import { BODY_LIMIT } from '../../src/app.js'
 import { MAX_WAITING_PER_CONNECTION } from '../../src/pipelining.js'
 import { DRAIN_SEND_TIMEOUT_MS } from '../../plugins/app/send-timeout.js'
 
-t.setTimeout(60_000)
-
 async function serviceWithBooks (t: Test, books: number) {
   const dbUrl = await createDatabase(t)
   const service = await startService(t, testEnv(dbUrl))

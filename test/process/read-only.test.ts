@@ -17,8 +17,6 @@ import { TcpProxy } from '../helpers/tcp-proxy.js'
 import { waitUntil } from '../helpers/wait.js'
 import { needsPrograms, PG_SERVER } from '../helpers/programs.js'
 
-t.setTimeout(90_000)
-
 const ROUNDS = 5
 /** Far less than the pool's idle timeout (10 s): a connection the pool kept would still be there. */
 const GONE_WITHIN_MS = 2000

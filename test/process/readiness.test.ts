@@ -12,8 +12,6 @@ import { type Service, startService } from '../helpers/service.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 import { waitUntil } from '../helpers/wait.js'
 
-t.setTimeout(60_000)
-
 async function timedRequest (service: Service, path: string) {
   const started = performance.now()
   const response = await service.request('GET', path, { ms: 8000 })

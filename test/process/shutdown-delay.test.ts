@@ -15,8 +15,6 @@ import { createDatabase } from '../helpers/database.js'
 import { probe, type Service, startService } from '../helpers/service.js'
 import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 
-t.setTimeout(60_000)
-
 const DELAY_MS = 3000
 
 /** A raw connection, and every byte it received. */

@@ -14,8 +14,6 @@ import { sendRequest, type Exchange } from '../helpers/keep-alive-request.js'
 import { probe, startService } from '../helpers/service.js'
 import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 
-t.setTimeout(120_000)
-
 const RUNS = 20
 
 t.test(`SIGTERM under load, ${RUNS} times: accepted requests complete, none is reset, then exit 0`, async (t) => {

@@ -17,9 +17,6 @@ import { createDatabase } from '../helpers/database.js'
 import { DEV_COMMAND, spawnService, temporaryDirectory } from '../helpers/service.js'
 import { waitUntil } from '../helpers/wait.js'
 
-// Twelve services, each started by npm
-t.setTimeout(120_000)
-
 const COMMANDS = {
   'npm start': 'exec npm start --ignore-scripts --silent',
   'npm run dev': `exec npm exec --silent -c '${DEV_COMMAND}'`

@@ -10,7 +10,6 @@ import { createDatabase } from '../helpers/database.js'
 import { type Service, startService } from '../helpers/service.js'
 import { withTimeout } from '../helpers/wait.js'
 
-t.setTimeout(60_000)
 t.jobs = 2
 
 interface Trickler {

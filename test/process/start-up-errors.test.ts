@@ -14,7 +14,6 @@ import { PASSWORD, SECRET, testEnv } from '../helper.js'
 import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { clusterState, DB_SHUTDOWNED, DEV_COMMAND, expectStartupFailure, portInUse, temporaryDirectory } from '../helpers/service.js'
 
-t.setTimeout(90_000)
 t.jobs = 2
 
 t.test('before the app has loaded', { skip: STORE_INDEPENDENT }, async (t) => {

@@ -15,8 +15,6 @@ import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { sendRequest } from '../helpers/keep-alive-request.js'
 import { startService, type Service } from '../helpers/service.js'
 
-t.setTimeout(120_000)
-
 interface Answer { status: number, message: string, retryAfter: string | null }
 
 // Keep-alive connections, as many as the attempts sent at once: thousands of attempts, each on a

@@ -13,9 +13,6 @@ import { PROJECT_ROOT } from '../../src/project-root.js'
 import { STORE_INDEPENDENT } from '../helpers/database.js'
 import { closedPort, DEV_COMMAND, spawnService, temporaryDirectory } from '../helpers/service.js'
 
-// A build is done; creating the embedded database takes seconds, more on a busy machine
-t.setTimeout(120_000)
-
 interface Step {
   /** The command, as printed (continuation lines included). */
   command: string

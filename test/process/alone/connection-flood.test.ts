@@ -17,8 +17,6 @@ import { spawnService } from '../../helpers/service.js'
 import { quantile, startProber } from '../../helpers/prober.js'
 import { sleep, withTimeout } from '../../helpers/wait.js'
 
-t.setTimeout(120_000)
-
 /** The file-descriptor limit the flooded service runs with: the flood goes past it. */
 const FD_LIMIT = 2000
 /** The bound per address the service derives from that limit, by default. */

@@ -13,8 +13,6 @@ import { createDatabase } from '../../helpers/database.js'
 import { residentMiB, type Service, startService } from '../../helpers/service.js'
 import { waitUntil } from '../../helpers/wait.js'
 
-t.setTimeout(120_000)
-
 const CLIENTS = 32
 const PHASES = 3
 const PER_PHASE = 10_000

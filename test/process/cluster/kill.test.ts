@@ -13,8 +13,6 @@ import { EXPECTED_STATUS, startMixedLoad, summary } from '../../helpers/mixed-lo
 import { sleep } from '../../helpers/wait.js'
 import { needsPrograms } from '../../helpers/programs.js'
 
-t.setTimeout(120_000)
-
 const CLIENTS = 8
 const BOOKS = 20
 /** Load before the kill, and after it once HAProxy has taken the instance out. */

@@ -16,8 +16,6 @@ import { probe, Service } from '../../helpers/service.js'
 import { withTimeout } from '../../helpers/wait.js'
 import { needsPrograms } from '../../helpers/programs.js'
 
-t.setTimeout(120_000)
-
 const CLUSTER_COMMAND: string = JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')).scripts.cluster
 
 const NEEDS_POSTGRES = STORE !== 'postgres' && 'starts PgBouncer in front of the PostgreSQL server itself'
