@@ -8,10 +8,10 @@ import { connect, createServer } from 'node:net'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { onExit } from 'signal-exit'
 import type { Test } from 'tap'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 import { PASSWORD, USERNAME } from '../helper.js'
-import { onExit } from 'signal-exit'
 import { withTimeout } from './wait.js'
 
 /**
