@@ -11,7 +11,7 @@ import t, { type Test } from 'tap'
 // test process never installs
 import { REPEAT_WINDOW_MS } from '../../src/signals.js'
 import { testEnv } from '../helper.js'
-import { createDatabase } from '../helpers/database.js'
+import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { probe, type Service, startService } from '../helpers/service.js'
 import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 
@@ -52,7 +52,7 @@ function messages (service: Service, start: string) {
     .filter((line) => typeof line.msg === 'string' && line.msg.startsWith(start))
 }
 
-t.test(`SHUTDOWN_DELAY_MS=${DELAY_MS}: not ready at once, everything else served until the delay is over, then drained`, async (t) => {
+t.test(`SHUTDOWN_DELAY_MS=${DELAY_MS}: not ready at once, everything else served until the delay is over, then drained`, { skip: STORE_INDEPENDENT }, async (t) => {
   const service = await startService(t, { ...testEnv(await createDatabase(t)), SHUTDOWN_DELAY_MS: String(DELAY_MS) })
   const token = await service.token()
   const kept = await rawConnection(t, service.port)
@@ -99,7 +99,7 @@ t.test(`SHUTDOWN_DELAY_MS=${DELAY_MS}: not ready at once, everything else served
   t.equal(messages(service, 'server closing').length, 1, 'one close')
 })
 
-t.test('a repeated signal: ignored within the repeat window, later it closes at once, and one more forces the exit', async (t) => {
+t.test('a repeated signal: ignored within the repeat window, later it closes at once, and one more forces the exit', { skip: STORE_INDEPENDENT }, async (t) => {
   const service = await startService(t, { ...testEnv(await createDatabase(t)), SHUTDOWN_DELAY_MS: '60000' })
   const token = await service.token()
 

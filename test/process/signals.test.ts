@@ -13,7 +13,7 @@
  */
 import t from 'tap'
 import { testEnv } from '../helper.js'
-import { createDatabase } from '../helpers/database.js'
+import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { DEV_COMMAND, spawnService, temporaryDirectory } from '../helpers/service.js'
 import { waitUntil } from '../helpers/wait.js'
 
@@ -29,7 +29,7 @@ const CASES = (['SIGTERM', 'SIGINT'] as const).flatMap((signal) =>
 // second request would visibly cut it short
 const DELAY_MS = 500
 
-t.test('signals stop the service once, gracefully, exit 0, nothing left', async (t) => {
+t.test('signals stop the service once, gracefully, exit 0, nothing left', { skip: STORE_INDEPENDENT }, async (t) => {
   // Each case has its own processes and database: a few side by side
   t.jobs = 4
   for (const [name, command] of Object.entries(COMMANDS)) {
