@@ -40,8 +40,9 @@ export const NEEDS_DIRECT_SERVER = STORE !== 'postgres' && 'starts its own PgBou
 export const NEEDS_SERVER = STORE === 'pglite' && 'needs a PostgreSQL server (PGlite is a single session)'
 
 /**
- * For `t.test(name, { skip: STORE_INDEPENDENT }, ...)`: tests of the HTTP layer (connections,
- * headers, tokens, ports) whose outcome does not depend on the store. On PGlite they would only
+ * For `t.test(name, { skip: STORE_INDEPENDENT }, ...)`: tests of the HTTP layer and of the
+ * process (connections, headers, tokens, ports, signals) whose outcome does not depend on the
+ * store. On PGlite they would only
  * repeat the run on the server, at the cost of a service with an embedded database each.
  */
 export const STORE_INDEPENDENT = STORE === 'pglite' && 'does not depend on the store: runs with TEST_STORE=postgres'
