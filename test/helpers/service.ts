@@ -102,6 +102,14 @@ export function probe (port: number, ms = 2000): Promise<'refused' | 'connected'
   }), ms, `connecting to port ${port}`)
 }
 
+/** A line of the service's log: pino's fields, and whatever the line adds. */
+export interface LogLine {
+  level: number
+  time: number
+  msg: string
+  [field: string]: unknown
+}
+
 export interface Exit {
   code: number | null
   signal: NodeJS.Signals | null
@@ -172,6 +180,14 @@ export class Service {
       if ((err as NodeJS.ErrnoException).code === 'ESRCH') return true
       throw err
     }
+  }
+
+  /**
+   * The lines the service has logged so far, parsed (pino's JSON, one object a line); whole lines
+   * only, as the last one may still be arriving.
+   */
+  logLines (): LogLine[] {
+    return this.stdout.split('\n').slice(0, -1).filter(Boolean).map((line) => JSON.parse(line) as LogLine)
   }
 
   /** What the process printed, for failure messages. */

@@ -217,7 +217,7 @@ t.test('a shutdown seen by a probe of the admin port: 503 from SIGTERM on, throu
   t.equal(answers.at(-1), 'refused', 'refused once the process is gone')
   t.ok(answers.slice(0, -1).length >= DELAY_MS / 200, `probed ${answers.length - 1} times before that`)
   t.strictSame(answers.slice(0, -1).filter((answer) => answer !== 503), [], 'every answer from the signal on was 503: never 200, never a reset')
-  const lines = service.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line).msg as string)
+  const lines = service.logLines().map(({ msg }) => msg)
   t.ok(lines.indexOf('admin server closed') > lines.findIndex((msg) => msg.startsWith('server closing')), 'the admin port closed after the public one')
 })
 

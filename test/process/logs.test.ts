@@ -35,7 +35,7 @@ t.test('the log: one line per request, no secrets, database errors with their ca
   service.child.kill('SIGTERM')
   t.strictSame(await service.waitForExit(), { code: 0, signal: null })
 
-  const lines = service.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line))
+  const lines = service.logLines()
   const requestLines = lines.filter((line) => line.msg === 'request')
   t.strictSame(requestLines.map((line) => [line.method, line.route, line.statusCode]), [
     ['POST', '/token', 200],
@@ -50,9 +50,9 @@ t.test('the log: one line per request, no secrets, database errors with their ca
     t.match(line, { reqId: /^[0-9a-f-]{36}$/, url: String, responseTime: Number, level: 30 })
   }
   t.equal(new Set(requestLines.map((line) => line.reqId)).size, requestLines.length, 'request ids are unique')
-  t.equal(requestLines[6].reqId, failed.headers.get('x-request-id'), 'the response names its log line')
+  t.equal(requestLines[6]!.reqId, failed.headers.get('x-request-id'), 'the response names its log line')
 
-  const failure = lines.find((line) => line.level >= 50 && line.reqId === requestLines[6].reqId)
+  const failure = lines.find((line) => line.level >= 50 && line.reqId === requestLines[6]!.reqId)
   t.match(failure, { err: { code: '42P01', message: /books/ } }, 'the database error is logged with its cause')
 
   for (const secret of [token, PASSWORD, 'not-the-password', SECRET]) {

@@ -121,10 +121,7 @@ t.test('connections that pipeline listings and read nothing hold little memory; 
   // Timed by the service's own log, from the shutdown's start to the close that follows the last
   // cut: a busy machine delays the signal's delivery and the exit after it far more than the
   // service's timers. Node looks twice before it cuts (plugins/app/send-timeout.ts)
-  const loggedAt = (message: string) => {
-    const line = service.stdout.split('\n').find((line) => line.includes(`"msg":"${message}`))
-    return line === undefined ? NaN : (JSON.parse(line) as { time: number }).time
-  }
+  const loggedAt = (message: string) => service.logLines().find(({ msg }) => msg.startsWith(message))?.time ?? NaN
   const cutAfter = loggedAt('connections cut off while draining') - loggedAt('shutdown begins')
   t.ok(cutAfter < 2 * DRAIN_SEND_TIMEOUT_MS + 1000, `the answers nobody reads are cut ${cutAfter} ms after the shutdown began (within ${2 * DRAIN_SEND_TIMEOUT_MS / 1000} s)`)
   t.match(service.stdout, /"connections":8,"drainSendTimeoutMs":1000,"msg":"connections cut off while draining/, 'the cut is logged')

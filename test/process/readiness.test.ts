@@ -45,7 +45,7 @@ t.test('the network swallows packets: ready 503 within its bound, then 200 when 
 
   // The log reaches us on its own pipe, maybe after the response
   await service.waitFor(() => service.stdout.includes('ready again'), 2000, 'the log line')
-  const lines = service.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line))
+  const lines = service.logLines()
   t.equal(lines.filter((line) => line.msg === 'not ready: the database does not answer').length, 1, 'one warning')
   t.equal(lines.filter((line) => line.msg === 'ready again: the database answers').length, 1, 'one line when back')
   t.equal(lines.filter((line) => line.msg === 'request' && String(line.route).startsWith('/health/')).length, 0,

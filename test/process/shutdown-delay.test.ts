@@ -48,8 +48,7 @@ async function rawConnection (t: Test, port: number) {
 }
 
 function messages (service: Service, start: string) {
-  return service.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line))
-    .filter((line) => typeof line.msg === 'string' && line.msg.startsWith(start))
+  return service.logLines().filter((line) => line.msg.startsWith(start))
 }
 
 t.test(`SHUTDOWN_DELAY_MS=${DELAY_MS}: not ready at once, everything else served until the delay is over, then drained`, { skip: STORE_INDEPENDENT }, async (t) => {

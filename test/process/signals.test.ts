@@ -46,7 +46,7 @@ t.test('signals stop the service once, gracefully, exit 0, nothing left', { skip
         t.strictSame(await service.waitForExit(), { code: 0, signal: null }, 'npm exits 0 (as the server did)')
         await waitUntil(() => service.processGroupGone, 2000, 'no process of the group left')
 
-        const lines = service.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { msg: string, time: number })
+        const lines = service.logLines()
         const begins = lines.filter(({ msg }) => msg.startsWith('shutdown begins'))
         const closing = lines.filter(({ msg }) => msg.startsWith('server closing'))
         t.equal(begins.length, 1, 'shutdown begins once')
