@@ -42,8 +42,8 @@ export const NEEDS_SERVER = STORE === 'pglite' && 'needs a PostgreSQL server (PG
 /**
  * For `t.test(name, { skip: STORE_INDEPENDENT }, ...)`: tests of the HTTP layer and of the
  * process (connections, headers, tokens, ports, signals) whose outcome does not depend on the
- * store. On PGlite they would only
- * repeat the run on the server, at the cost of a service with an embedded database each.
+ * store. On PGlite they would only repeat the run on the server, at the cost of a service with
+ * an embedded database each.
  */
 export const STORE_INDEPENDENT = STORE === 'pglite' && 'does not depend on the store: runs with TEST_STORE=postgres'
 
@@ -157,14 +157,18 @@ export async function pgClient (t: Test, connectionString: string, { queryTimeou
 }
 
 /**
- * How many of the service's sessions on the database at `dbUrl` run a statement now (a page of a
- * listing being read, say), as `pg_stat_activity` shows them.
+ * How many of the service's sessions on the database at `dbUrl` are in the state `condition` (SQL
+ * on a row of `pg_stat_activity`); `application_name` is the service's, see
+ * plugins/external/postgres.ts.
  */
-export async function serviceQueriesRunning (client: pg.Client, dbUrl: string): Promise<number> {
+async function serviceSessions (client: pg.Client, dbUrl: string, condition: string): Promise<number> {
   const { rows } = await client.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity
-    WHERE datname = $1 AND application_name = 'bookkeeping' AND state <> 'idle'`, [databaseName(dbUrl)])
+    WHERE datname = $1 AND application_name = 'bookkeeping' AND ${condition}`, [databaseName(dbUrl)])
   return rows[0]!.n
 }
+
+/** How many of the service's sessions run a statement now (a page of a listing being read, say). */
+export const serviceQueriesRunning = (client: pg.Client, dbUrl: string) => serviceSessions(client, dbUrl, "state <> 'idle'")
 
 /**
  * The condition, on a row of `pg_stat_activity`, that its session waits for a lock. Read from the
@@ -175,15 +179,8 @@ export async function serviceQueriesRunning (client: pg.Client, dbUrl: string): 
  */
 export const WAITS_ON_A_LOCK = 'cardinality(pg_blocking_pids(pid)) > 0'
 
-/**
- * How many of the service's sessions on the database at `dbUrl` wait for a lock
- * (`application_name` is the service's, see plugins/external/postgres.ts).
- */
-export async function serviceSessionsOnLock (client: pg.Client, dbUrl: string): Promise<number> {
-  const { rows } = await client.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity
-    WHERE datname = $1 AND application_name = 'bookkeeping' AND ${WAITS_ON_A_LOCK}`, [databaseName(dbUrl)])
-  return rows[0]!.n
-}
+/** How many of the service's sessions wait for a lock. */
+export const serviceSessionsOnLock = (client: pg.Client, dbUrl: string) => serviceSessions(client, dbUrl, WAITS_ON_A_LOCK)
 
 /**
  * Resolves, with the milliseconds it took, once at least `count` of the service's sessions on
