@@ -11,7 +11,7 @@ import type { Test } from 'tap'
 import { startEmbedded } from '../../src/db/embedded.js'
 import { INITDB_ARGS } from '../../src/db/embedded-settings.js'
 import { startPgbouncer } from '../../tools/topology/pgbouncer.js'
-import { acceptsConnections, waitUntil, withTimeout } from './wait.js'
+import { acceptsConnections, sleep, waitUntil, withTimeout } from './wait.js'
 
 export const ADMIN_URL = process.env.TEST_DB_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 
@@ -169,6 +169,15 @@ async function serviceSessions (client: pg.Client, dbUrl: string, condition: str
 
 /** How many of the service's sessions run a statement now (a page of a listing being read, say). */
 export const serviceQueriesRunning = (client: pg.Client, dbUrl: string) => serviceSessions(client, dbUrl, "state <> 'idle'")
+
+/**
+ * Whether the service has stopped reading for its listings: no statement of it running, seen
+ * twice half a second apart (once can fall between two pages that still fitted a socket's
+ * buffers). For `waitUntil`: how soon it stops depends on the machine's load.
+ */
+export async function serviceStoppedReading (client: pg.Client, dbUrl: string): Promise<boolean> {
+  return await serviceQueriesRunning(client, dbUrl) === 0 && (await sleep(500), await serviceQueriesRunning(client, dbUrl) === 0)
+}
 
 /**
  * The condition, on a row of `pg_stat_activity`, that its session waits for a lock. Read from the

@@ -7,7 +7,7 @@
 import { get } from 'node:http'
 import t, { type Test } from 'tap'
 import { build, getToken, testEnv } from '../helper.js'
-import { createDatabase, NEEDS_SERVER, pgClient, serviceQueriesRunning } from '../helpers/database.js'
+import { createDatabase, NEEDS_SERVER, pgClient, serviceQueriesRunning, serviceStoppedReading } from '../helpers/database.js'
 import { type Service, startService } from '../helpers/service.js'
 import { sleep, waitUntil } from '../helpers/wait.js'
 
@@ -105,12 +105,9 @@ t.test('a slow reader holds back the reading; a reader that leaves stops it', { 
   const receivedBytes = () => listing.chunks.reduce((sum, chunk) => sum + chunk.length, 0)
   await waitUntil(() => receivedBytes() > 0, 5000, 'the first bytes of the list')
   listing.pause()
-  // The service fills the socket's buffers, then stops reading pages. How soon depends on the
-  // machine's load, so the test waits for it, seen twice half a second apart (under load, once
-  // was seen between two pages that still fitted the buffers); a service that read on would
-  // have read all 300,000 books, which a title changed meanwhile tells apart.
-  const stopped = async () => await serviceQueriesRunning(db, dbUrl) === 0 && (await sleep(500), await serviceQueriesRunning(db, dbUrl) === 0)
-  await waitUntil(stopped, 10_000, 'no query runs while the reader is paused')
+  // The service fills the socket's buffers, then stops reading pages; a service that read on
+  // would have read all 300,000 books, which a title changed meanwhile tells apart.
+  await waitUntil(() => serviceStoppedReading(db, dbUrl), 10_000, 'no query runs while the reader is paused')
   const received = receivedBytes()
   t.ok(received > 0, `the paused reader received part of the list (${received} bytes)`)
   // Nothing to wait for but time: nothing must happen in it
