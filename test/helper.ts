@@ -2,6 +2,7 @@
  * The app as `fastify start -o` builds it, for tests through `inject`: each build with its own
  * configuration, on its own database, closed when its test ends.
  */
+import { fileURLToPath } from 'node:url'
 import { build as buildApplication } from 'fastify-cli/helper.js'
 import type { FastifyInstance, FastifyServerOptions, InjectOptions, LightMyRequestResponse } from 'fastify'
 import type { Test } from 'tap'
@@ -9,7 +10,8 @@ import type { AppOptions } from '../src/app.js'
 import type { ConfigInput } from '../src/config.js'
 import { STORE, createDatabase } from './helpers/database.js'
 
-const APP_PATH = 'src/app.ts'
+/** The app's module, as the tests run it (test/build.js) */
+const APP_PATH = fileURLToPath(new URL('../src/app.js', import.meta.url))
 export const USERNAME = 'librarian'
 export const PASSWORD = 'correct horse battery staple'
 export const SECRET = 'test-secret-that-is-at-least-32-bytes-long!'

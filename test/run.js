@@ -1,9 +1,10 @@
 /**
  * `npm test`: the tiers one after another, each a tap run of its own folder, after one build
- * (`pretest`). `npm test -- app process` runs only those tiers. At the end, after the TAP: each
- * tier's time and result, every failure and every skip (file, test, reason) read from the TAP,
- * the tests skipped for a missing program (test/helpers/programs.ts) with the command that
- * installs it, and one closing line of the counts. Exits non-zero when a tier failed.
+ * (`pretest`). `npm test -- app process` runs only those tiers; `npm test -- test/app/books.test.ts`
+ * only those files (their JavaScript, test/build.js). At the end, after the TAP: each tier's time
+ * and result, every failure and every skip (file, test, reason) read from the TAP, the tests
+ * skipped for a missing program (test/helpers/programs.ts) with the command that installs it, and
+ * one closing line of the counts. Exits non-zero when a tier failed.
  */
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -12,14 +13,22 @@ import { join } from 'node:path'
 
 /** The tiers, in the order they run: the cheapest, and the first to point at a mistake, first. */
 const TIERS = ['unit', 'app', 'process', 'browser']
+const TEST_FILE = /^(?:\.\/)?(test\/.+)\.test\.ts$/
 
 const asked = process.argv.slice(2)
-const unknown = asked.filter((tier) => !TIERS.includes(tier))
+const unknown = asked.filter((arg) => !TIERS.includes(arg) && !TEST_FILE.test(arg))
 if (unknown.length > 0) {
-  console.error(`test/run.js: no tier ${unknown.join(', ')}; the tiers are ${TIERS.join(', ')}`)
+  console.error(`test/run.js: no tier or test file ${unknown.join(', ')}; the tiers are ${TIERS.join(', ')}, a file is test/<tier>/<name>.test.ts`)
   process.exit(2)
 }
-const tiers = asked.length > 0 ? TIERS.filter((tier) => asked.includes(tier)) : TIERS
+const files = asked.flatMap((arg) => TEST_FILE.exec(arg)?.[1] ?? []).map((file) => `.test-build/${file}.test.js`)
+const askedTiers = asked.filter((arg) => TIERS.includes(arg))
+/** What runs: each tier by its own script, and files named one by one in one tap run of their own. */
+const runs = [
+  ...(asked.length > 0 ? TIERS.filter((tier) => askedTiers.includes(tier)) : TIERS)
+    .map((tier) => ({ name: tier, command: ['npm', 'run', '--silent', '--ignore-scripts', `test:${tier}`] })),
+  ...(files.length > 0 ? [{ name: 'files', command: ['npx', 'tap', ...files] }] : [])
+]
 
 const scratch = mkdtempSync(join(tmpdir(), 'bookkeeping-test-run-'))
 const skippedFile = join(scratch, 'skipped')
@@ -47,7 +56,7 @@ class TapOutcomes {
     const result = /^(not ok|ok) \d+(?: - (.*?))?(?: # (SKIP|TODO)\S*(?: (.*))?)?$/i.exec(text)
     if (result === null) return
     const [, outcome, name = '', directive, reason = ''] = result
-    const where = [...this.#path.slice(0, depth), name]
+    const where = [...this.#path.slice(0, depth), name].map((part, i) => i === 0 ? sourceOf(part) : part)
     const [file = name, ...test] = where
     if (directive?.toUpperCase() === 'SKIP') {
       this.skips.push({ file, test: test.join(' > '), reason })
@@ -58,19 +67,22 @@ class TapOutcomes {
   }
 }
 
+/** A test file by its TypeScript source: tap runs and names the JavaScript test/build.js made of it. */
+const sourceOf = (file) => file.replace(/^\.test-build\/(.*)\.js$/, '$1.ts')
+
 /** At most this many skips are listed one by one; the rest are counted by reason. */
 const SKIPS_LISTED = 20
 
 /**
- * One tier by its own script (`npm run test:<tier>`, without its build: done once already), its
- * output passed through as it comes; tap's counts read from it.
+ * One tier by its own script (`npm run test:<tier>`, without its build: done once already), or
+ * the files asked for, its output passed through as it comes; tap's counts read from it.
  */
-function runTier (tier) {
+function runTier ({ name: tier, command: [program, ...args] }) {
   const started = performance.now()
   const counts = { pass: 0, fail: 0, skip: 0 }
   const outcomes = new TapOutcomes()
   return new Promise((resolve) => {
-    const tap = spawn('npm', ['run', '--silent', '--ignore-scripts', `test:${tier}`], {
+    const tap = spawn(program, args, {
       stdio: ['ignore', 'pipe', 'inherit'],
       env: { ...process.env, TEST_SKIPPED_FILE: skippedFile }
     })
@@ -96,9 +108,9 @@ function runTier (tier) {
 }
 
 const results = []
-for (const tier of tiers) {
-  console.log(`\n=== test:${tier} ===`)
-  results.push(await runTier(tier))
+for (const run of runs) {
+  console.log(`\n=== test:${run.name} ===`)
+  results.push(await runTier(run))
 }
 
 let skippedPrograms = []

@@ -19,16 +19,9 @@ export interface EmbeddedStore {
   stop (): Promise<void>
 }
 
-/**
- * The compiled file `name` of src/db/ (the worker, the creating process). Compiled, this module
- * sits beside it. Run as TypeScript (the tests), it uses the compiled one too (`npm test` builds first): a worker or process that
- * loaded TypeScript would take over a second longer to start, for every database the tests
- * create.
- */
+/** The file `name` beside this module, compiled as this one is (the worker, the creating process). */
 function compiled (name: string): string {
-  return import.meta.filename.endsWith('.js')
-    ? path.join(import.meta.dirname, name)
-    : path.join(path.resolve(import.meta.dirname, '..', '..'), 'dist', 'src', 'db', name)
+  return path.join(import.meta.dirname, name)
 }
 
 export function isEmbedded (dbUrl: string): boolean {

@@ -42,13 +42,8 @@ function pngSize (file: string): [number, number] {
 function outOfSight (locator: Locator): Promise<string | null> {
   return locator.evaluate((element) => {
     const box = element.getBoundingClientRect()
-    // A method, not a function bound to a name: tsx (esbuild's keepNames) wraps those in a
-    // `__name` helper, which the page, where this function runs, does not have
-    const { edges } = {
-      edges (rect: DOMRect) {
-        return `${Math.round(rect.left)}–${Math.round(rect.right)} × ${Math.round(rect.top)}–${Math.round(rect.bottom)}`
-      }
-    }
+    const edges = (rect: DOMRect) =>
+      `${Math.round(rect.left)}–${Math.round(rect.right)} × ${Math.round(rect.top)}–${Math.round(rect.bottom)}`
     if (box.width === 0 || box.height === 0) return 'it has no size'
     for (let parent = element.parentElement; parent !== null; parent = parent.parentElement) {
       if (getComputedStyle(parent).overflowX === 'visible') continue

@@ -10,6 +10,7 @@ import pg from 'pg'
 import type { Test } from 'tap'
 import { startEmbedded } from '../../src/db/embedded.js'
 import { INITDB_ARGS } from '../../src/db/embedded-settings.js'
+import { PROJECT_ROOT } from '../../src/project-root.js'
 import { startPgbouncer } from '../../tools/topology/pgbouncer.js'
 import { acceptsConnections, sleep, waitUntil, withTimeout } from './wait.js'
 
@@ -60,7 +61,7 @@ export const OWN_STORE = process.env.TEST_STORE === 'pglite' && 'starts a PGlite
  * src/db/embedded-settings.ts has initdb create a cluster.
  */
 const PGLITE_VERSION = (JSON.parse(fs.readFileSync(
-  path.join(import.meta.dirname, '..', '..', 'node_modules', '@electric-sql', 'pglite', 'package.json'), 'utf8')) as { version: string }).version
+  path.join(PROJECT_ROOT, 'node_modules', '@electric-sql', 'pglite', 'package.json'), 'utf8')) as { version: string }).version
 const INITDB_KEY = createHash('sha256').update(INITDB_ARGS.join(' ')).digest('hex').slice(0, 8)
 const PGLITE_TEMPLATE = path.join(os.tmpdir(), `bookkeeping-pglite-${PGLITE_VERSION}-${INITDB_KEY}.tar`)
 

@@ -10,12 +10,12 @@ import { PROJECT_ROOT } from '../../src/project-root.js'
 import { STORE_INDEPENDENT } from '../helpers/database.js'
 import { waitUntil, withTimeout } from '../helpers/wait.js'
 
-// A test file in miniature, run as tap runs one (tsx): it starts a process group and never ends,
+// A test file in miniature, run as tap runs one: it starts a process group and never ends,
 // and neither do its other teardowns (client-examples' stuck on a socket so, and left four
 // services running)
 const OVERRUNNING_FILE = `
   import t from 'tap'
-  import { spawnService } from './test/helpers/service.js'
+  import { spawnService } from '${new URL('../helpers/service.js', import.meta.url).href}'
   t.test('overruns', async (t) => {
     t.teardown(() => new Promise(() => {}))
     const service = await spawnService(t, {}, 'exec sleep 600')
@@ -35,7 +35,7 @@ const groupAlive = (group: number) => {
 }
 
 t.test('the services of a file tap ends for its time are killed as its process exits', { skip: STORE_INDEPENDENT }, async (t) => {
-  const file = spawn(process.execPath, ['--import=tsx', '--input-type=module', '-e', OVERRUNNING_FILE], {
+  const file = spawn(process.execPath, ['--input-type=module', '-e', OVERRUNNING_FILE], {
     cwd: PROJECT_ROOT, stdio: ['ignore', 'pipe', 'inherit']
   })
   let output = ''

@@ -1,22 +1,16 @@
 /**
  * src/cli-options.ts reads PORT, HOST and LOG_LEVEL once, when it is loaded. A child Node.js,
- * with the TypeScript loader tap gave this process and an environment of its own, loads it afresh
- * for each case, so nothing writes into this process's `process.env`.
+ * with an environment of its own, loads it afresh for each case (from the JavaScript the tests
+ * run, test/build.js), so nothing writes into this process's `process.env`.
  */
 import { execFile } from 'node:child_process'
-import { readFileSync } from 'node:fs'
-import { resolve } from 'node:path'
-import { pathToFileURL } from 'node:url'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { DEFAULT_HOST, DEFAULT_LOG_LEVEL, DEFAULT_PORT } from '../../src/config.js'
 
-const ROOT = resolve(import.meta.dirname, '../..')
-const MODULE = pathToFileURL(resolve(ROOT, 'src/cli-options.ts')).href
-// The TypeScript loader tap runs this file with (the `node-arg` of package.json's tap settings),
-// without tap's process-info hook (it would double the child's start-up)
-const TAP_NODE_ARGS: string[] = JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')).tap['node-arg']
-const TS_LOADER = process.execArgv.filter((arg) => TAP_NODE_ARGS.includes(arg))
+// Beside this file, as the tests run it: no loader needed, and none of tap's hooks (tap's
+// process-info hook would double the child's start-up)
+const MODULE = new URL('../../src/cli-options.js', import.meta.url).href
 
 type Environment = { PORT?: string, HOST?: string, LOG_LEVEL?: string }
 
@@ -48,19 +42,14 @@ process.stdout.write(JSON.stringify(loaded))
 `
 
 async function loadAll (): Promise<Record<keyof typeof CASES, unknown>> {
-  const { stdout } = await promisify(execFile)(process.execPath, [...TS_LOADER, '--input-type=module', '-e', CHILD, JSON.stringify([CASES, MODULE])], {
-    cwd: ROOT,
+  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', CHILD, JSON.stringify([CASES, MODULE])], {
     // Nothing of this environment: the three variables are the cases' alone
-    env: { TS_NODE_TRANSPILE_ONLY: '1' }
+    env: {}
   })
   return JSON.parse(stdout)
 }
 
 const DEFAULTS = { port: String(DEFAULT_PORT), address: DEFAULT_HOST, logLevel: DEFAULT_LOG_LEVEL }
-
-t.test('the TypeScript loader of this process is found, to load the module with', async (t) => {
-  t.equal(TS_LOADER.length, 1)
-})
 
 // Started now, while the first tests run
 const loading = loadAll()
