@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { PROJECT_ROOT } from '../../src/project-root.js'
-import { STORE_INDEPENDENT } from '../helpers/database.js'
+import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { closedPort, DEV_COMMAND, spawnService, temporaryDirectory } from '../helpers/service.js'
 
 interface Step {
@@ -97,7 +97,9 @@ t.test('the printed LOGIN holds any password; the login step says why it got no 
   const [login] = walkThrough()
   // What a shell or JSON would take for its own: quotes of both kinds, a backslash, a dollar
   const password = 'it\'s "mine" \\ $HOME'
-  const service = await spawnService(t, { DEV_DATA_DIR: temporaryDirectory(t), AUTH_PASSWORD: password }, DEV_COMMAND)
+  // The tests' database: what is printed does not depend on the store, and an embedded one
+  // would cost the creation of a cluster (the walk-through above has its own)
+  const service = await spawnService(t, { DEV_DATA_DIR: temporaryDirectory(t), AUTH_PASSWORD: password, DB_URL: await createDatabase(t) }, DEV_COMMAND)
   await service.listening(60_000)
   await service.waitFor(() => /LOGIN=/.test(service.stderr), 5000, 'the walk-through lines')
   const showToken = { command: 'printf "TOKEN=[%s]" "$TOKEN"' }
