@@ -3,7 +3,7 @@
  * path under it, with a source map), so that each test process starts as plain Node.js. A
  * TypeScript loader in every test process (tsx) cost each one about 0.65 s of CPU to start, and
  * more for every module it loaded through the loader's thread: a tenth of `npm test`'s CPU.
- * esbuild only strips the types (each file alone, nothing bundled, names kept as written);
+ * esbuild only strips the types, each file alone: nothing is bundled or minified;
  * `npm run typecheck` checks them. Run by every test script's `pre` script, and by `npm test`'s
  * `pretest` once for all tiers; the old output is removed first, so a deleted test is not run.
  */
@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { build } from 'esbuild'
 
 const ROOT = join(import.meta.dirname, '..')
-export const OUT_DIR = '.test-build'
+const OUT_DIR = '.test-build'
 /** Every folder whose TypeScript a test imports: the service, the tests, the tools, the console and the typed example. */
 const FOLDERS = ['src', 'plugins', 'routes', 'test', 'tools', 'console', 'docs/examples']
 const SKIPPED = new Set(['node_modules', 'dist'])

@@ -9,7 +9,7 @@ import t, { type Test } from 'tap'
 import { PASSWORD, SECRET, USERNAME } from '../helper.js'
 import { OWN_STORE } from '../helpers/database.js'
 import {
-  expectStartupFailure, residentMiB, type Service, spawnService, temporaryDirectory, withoutTapHook
+  expectStartupFailure, residentMiB, type Service, spawnService, temporaryDirectory
 } from '../helpers/service.js'
 import { sleep, waitUntil } from '../helpers/wait.js'
 
@@ -25,8 +25,8 @@ const IDLE_RESIDENT_BOUND = 200
 const IDLE_MS = 3000
 const CREDENTIALS = { SECRET_TOKEN: SECRET, AUTH_USERNAME: USERNAME, AUTH_PASSWORD: PASSWORD }
 
-async function started (t: Test, env: Record<string, string>, command?: string): Promise<Service> {
-  const service = await spawnService(t, env, command)
+async function started (t: Test, env: Record<string, string>): Promise<Service> {
+  const service = await spawnService(t, env)
   await service.listening(60_000)
   return service
 }
@@ -44,7 +44,7 @@ t.test('pglite:<directory> keeps the books across a restart, holds under 200 MiB
   /** Ready, then idle after its first answer: under the bound (creating the cluster took the
    * process over 800 MiB, and it kept that; 350 MiB on a restart). */
   async function idle (start: string): Promise<Service> {
-    const service = await started(t, env, withoutTapHook())
+    const service = await started(t, env)
     t.equal((await service.request('GET', '/health/ready')).status, 200, `${start}: ready`)
     // The duration under test: the service idle after its first answer
     await sleep(IDLE_MS)

@@ -8,8 +8,7 @@ import { promisify } from 'node:util'
 import t from 'tap'
 import { DEFAULT_HOST, DEFAULT_LOG_LEVEL, DEFAULT_PORT } from '../../src/config.js'
 
-// Beside this file, as the tests run it: no loader needed, and none of tap's hooks (tap's
-// process-info hook would double the child's start-up)
+// Beside this file, as the tests run it: no loader needed
 const MODULE = new URL('../../src/cli-options.js', import.meta.url).href
 
 type Environment = { PORT?: string, HOST?: string, LOG_LEVEL?: string }

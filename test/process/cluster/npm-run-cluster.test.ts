@@ -12,7 +12,7 @@ import t, { type Test } from 'tap'
 import { testEnv } from '../../helper.js'
 import { createDatabase, STORE } from '../../helpers/database.js'
 import { PROJECT_ROOT } from '../../../src/project-root.js'
-import { probe, Service } from '../../helpers/service.js'
+import { probe, Service, withoutTapHook } from '../../helpers/service.js'
 import { withTimeout } from '../../helpers/wait.js'
 import { needsPrograms } from '../../helpers/programs.js'
 
@@ -26,7 +26,7 @@ const NEEDS_POSTGRES = STORE !== 'postgres' && 'starts PgBouncer in front of the
  * cluster is asked to stop them, and killed only if it does not.
  */
 function spawnCluster (t: Test, env: Record<string, string>): Service {
-  const child = spawn('/bin/sh', ['-c', CLUSTER_COMMAND], {
+  const child = spawn('/bin/sh', ['-c', withoutTapHook(CLUSTER_COMMAND)], {
     cwd: PROJECT_ROOT,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
