@@ -1,0 +1,34 @@
+/**
+ * `npm test`'s summary (test/run.js), read from a real run of test/fixtures/summary.test.ts: each
+ * run's time and outcome, every failure and every skip named by its TypeScript file and its
+ * tests, the closing counts, and a non-zero exit when a test failed.
+ */
+import { execFile } from 'node:child_process'
+import t from 'tap'
+import { PROJECT_ROOT } from '../../src/project-root.js'
+
+/** `node test/run.js <files>`, without what tap gave this process (its hook, its child ids). */
+function runTests (...files: string[]): Promise<{ code: number | null, stdout: string }> {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(TAP|_TAPJS_|NODE_OPTIONS)/.test(name)))
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['test/run.js', ...files], { cwd: PROJECT_ROOT, env: { ...env, SUMMARY_FIXTURE: '1' } },
+      (err, stdout) => resolve({ code: err === null ? 0 : (err.code as number | null), stdout }))
+  })
+}
+
+t.test('the summary names each failure and skip by file and test, with the counts, and the run fails', async (t) => {
+  const { code, stdout } = await runTests('test/fixtures/summary.test.ts')
+  const summary = stdout.slice(stdout.indexOf('\n=== summary ===\n'))
+  t.equal(code, 1, 'a failed test fails the run')
+  t.match(summary, /\ntest:files +\d+\.\d s {2}FAILED \(tap exit 1\): 1 passed, 1 failed, 1 skipped\n/, 'the run\'s time and outcome')
+  t.match(summary, /\nall tiers +\d+\.\d s\n/, 'the total time')
+  t.match(summary, '\nFailed (1):\n  test/fixtures/summary.test.ts: fails when asked > a failure on purpose\n', 'the failure, by its TypeScript file')
+  t.match(summary, '\nSkipped (1):\n  test/fixtures/summary.test.ts: skips (a reason given)\n', 'the skip, with its reason')
+  t.ok(summary.endsWith('\ntests: 1 passed, 1 failed, 1 skipped\n'), `the closing counts last: ${summary.slice(-60)}`)
+})
+
+t.test('a name that is neither a tier nor a test file is refused', async (t) => {
+  const { code, stdout } = await runTests('units')
+  t.equal(code, 2)
+  t.equal(stdout, '', 'nothing run')
+})
