@@ -28,7 +28,9 @@ export function testEnv (dbUrl: string): Record<string, string> {
     TOKEN_USERNAME_RATE_LIMIT: '10000',
     // As the service does itself for `pglite:` URLs: PGlite's one session cannot hold the same
     // prepared statements for two connections
-    ...(STORE === 'pglite' ? { DB_POOL_MAX: '1' } : {})
+    ...(STORE === 'pglite' ? { DB_POOL_MAX: '1' } : {}),
+    // TEST_DB_DIALECT=citus: the SQL for Citus, on whatever store the tests run on (npm run test:citus-sql)
+    ...(process.env.TEST_DB_DIALECT === undefined ? {} : { DB_DIALECT: process.env.TEST_DB_DIALECT })
   }
 }
 

@@ -53,7 +53,8 @@ function fingerprint (book: BookCreate): Buffer {
 
 /**
  * The advisory lock that the writer of an idempotency key holds: 64 bits of the key's SHA-256,
- * in the keyspace of one-bigint locks (the migration lock's one value aside, nothing else uses it).
+ * in the keyspace of one-bigint locks (the migration lock's and the sweep's values aside, nothing
+ * else uses it).
  */
 export function keyLock (key: string): string {
   return createHash('sha256').update(key).digest().readBigInt64BE().toString()
@@ -93,17 +94,23 @@ const EXISTS = 'SELECT 1 FROM books WHERE id = $1'
 // Creates, with or without an idempotency key, one statement per batch. Ids are drawn in the
 // order of the calls. A key is taken with a transaction-level advisory lock that its writer holds
 // until it commits: a key whose lock another transaction holds is in flight elsewhere (`busy`).
+// The locks are taken in `input`, which reads no table: on Citus that CTE runs on the coordinator,
+// where every instance takes them (plugins/app/migrate.ts), never on a worker. Stored keys are
+// looked up by value, which on Citus asks only the shards that hold them.
 // A key already stored answers with its book (`replayed`, or `mismatch` for another body). A key
 // stored by a transaction that committed after this statement's snapshot is not seen, and its
 // insert then does nothing (`conflict`: the caller reads it afresh). The book is inserted only
 // with its key, so there is never one without the other.
 const CREATE = `WITH input AS MATERIALIZED (
-           SELECT * FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::bytea[], $6::int8[])
+           SELECT *, key IS NULL OR pg_try_advisory_xact_lock(lock) AS granted
+           FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::bytea[], $6::int8[])
              WITH ORDINALITY AS input(title, author, year, key, fingerprint, lock, n)
          ), free AS MATERIALIZED (
            SELECT input.*, known.book_id AS known_id, known.fingerprint AS known_fingerprint
-           FROM input LEFT JOIN idempotency_keys known USING (key)
-           WHERE input.key IS NULL OR pg_try_advisory_xact_lock(input.lock)
+           FROM input LEFT JOIN (
+             SELECT key, book_id, fingerprint FROM idempotency_keys WHERE key = ANY($4::text[])
+           ) AS known USING (key)
+           WHERE granted
          ), fresh AS MATERIALIZED (
            SELECT n, key, fingerprint, title, author, year,
                   nextval((SELECT pg_get_serial_sequence('books', 'id'))::regclass) AS id
@@ -136,6 +143,20 @@ const SWEEP_KEYS = `DELETE FROM idempotency_keys WHERE key IN (
            WHERE created_at < now() - make_interval(secs => $1)
            ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED
          )`
+/** Taken by the sweep on Citus: arbitrary but fixed, like the migration lock. */
+export const SWEEP_LOCK_KEY = 7_301_455_002
+// Citus locks no rows across shards (FOR UPDATE). One instance sweeps at a time instead: the one
+// that gets the sweep's advisory lock (taken on the coordinator: `turn` reads no table); the
+// others skip this batch. Two sweeps deleting the same keys shard by shard in parallel could
+// otherwise deadlock across workers, which Citus breaks only after seconds, by failing one
+const SWEEP_KEYS_CITUS = `WITH turn AS MATERIALIZED (
+           SELECT pg_try_advisory_xact_lock(${SWEEP_LOCK_KEY}) AS mine
+         ), expired AS MATERIALIZED (
+           SELECT key FROM idempotency_keys
+           WHERE (SELECT mine FROM turn) AND created_at < now() - make_interval(secs => $1)
+           ORDER BY created_at LIMIT $2
+         )
+         DELETE FROM idempotency_keys WHERE key IN (SELECT key FROM expired)`
 // One statement per batch; a null field keeps its value, so concurrent updates of different
 // fields all take effect. A batch never holds two updates of one book (see `update`). The rows
 // are locked in id order first: two batches (of two instances, or one sent while the one before
@@ -152,6 +173,17 @@ const UPDATE = `WITH patch AS MATERIALIZED (
          FROM patch JOIN locked USING (id)
          WHERE books.id = patch.id
          RETURNING books.id, books.title, books.author, books.year`
+// On Citus, one statement per update, each on one shard: Citus locks no rows across shards, and
+// a batch without its locks could deadlock with another across workers. Each locks one row, for
+// one statement, so none waits on another while holding a lock. Measured on Citus, a statement
+// per book keeps up with the batch (docs/deployment.md, Citus), which touched a shard per book and
+// committed on every worker at once (two-phase commit)
+const UPDATE_ONE = `UPDATE books SET
+           title = COALESCE($2, title),
+           author = COALESCE($3, author),
+           year = COALESCE($4::int4, year)
+         WHERE id = $1
+         RETURNING id, title, author, year`
 const DELETE = 'DELETE FROM books WHERE id = $1'
 // PostgreSQL writes the JSON of a page of the listing itself: one string reaches Node instead of
 // rows to parse, build and serialize again
@@ -174,7 +206,7 @@ const LISTING_PAGE = `SELECT count(*)::int4 AS count, max(id)::text AS last_id,
  * time limit), not in the pool's queue ahead of everyone else, where the 2 s connection bound
  * cut them off and everyone else waited behind them.
  */
-export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunction) {
+export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunction, dialect: 'postgres' | 'citus' = 'postgres') {
   const query = <R extends QueryResultRow>(text: string, values: unknown[]) => boundedQuery<R>(pg.pool, { text, values })
 
   const finds = batched<string, Book | null>(async (ids) => {
@@ -227,6 +259,17 @@ export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunc
   const keysInFlight = new Set<string>()
 
   const updates = batched<{ id: string, patch: BookPatch }, Book | null>(async (calls) => {
+    if (dialect === 'citus') {
+      // Each its own statement: one that fails fails its own call alone
+      return Promise.all(calls.map(async ({ id, patch }) => {
+        try {
+          const { rows: [row] } = await query<BookRow>(UPDATE_ONE, [id, patch.title ?? null, patch.author ?? null, patch.year ?? null])
+          return row === undefined ? null : toBook(row)
+        } catch (err) {
+          return err as Error
+        }
+      }))
+    }
     const answers = new Array<Book | null>(calls.length)
     // Two updates of one book in one statement would see the same old row and one would be
     // lost: the second goes in a statement of its own, after the first
@@ -285,7 +328,7 @@ export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunc
      * transaction; answers how many.
      */
     async sweepKeys (retentionSeconds: number, limit: number): Promise<number> {
-      const { rowCount } = await query(SWEEP_KEYS, [retentionSeconds, limit])
+      const { rowCount } = await query(dialect === 'citus' ? SWEEP_KEYS_CITUS : SWEEP_KEYS, [retentionSeconds, limit])
       return rowCount ?? 0
     },
 
@@ -323,5 +366,5 @@ export function listingConnections (poolMax: number): number {
 
 export default fp(async function booksRepository (fastify) {
   const listingQueries = pLimit(listingConnections(fastify.pg.pool.options.max))
-  fastify.decorate('booksRepository', createBooksRepository(fastify.pg, listingQueries))
+  fastify.decorate('booksRepository', createBooksRepository(fastify.pg, listingQueries, fastify.sqlDialect))
 }, { name: 'books-repository', dependencies: ['postgres', 'migrate'] })

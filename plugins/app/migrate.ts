@@ -6,17 +6,46 @@
  * transaction: they hold through a pooler in transaction mode, where a session lock or setting
  * would stay with a server connection that is then handed to someone else.
  *
+ * On Citus, the same transaction then distributes every table that is not yet (src/db/migrations.ts
+ * `distribution`), so a cluster needs nothing run by hand and a second start changes nothing. DDL
+ * on Citus goes through the coordinator, and so do the service's advisory locks (this one and the
+ * idempotency keys'): a lock is seen only on the node that takes it, so the service refuses to
+ * start on a worker. It decorates `fastify.sqlDialect`, the SQL the repository sends.
+ *
  * Not `fastify.pg.transact`: it adds no `error` listener to the client it checks out, so a
  * connection dropped while migrating would end the process, and it reports a connection that
  * could not be made like a step that failed.
  */
 import fp from 'fastify-plugin'
 import type { PoolClient } from 'pg'
-import { migrations } from '../../src/db/migrations.js'
+import { distribution, migrations } from '../../src/db/migrations.js'
 import { BEGIN_BOUNDED } from '../../src/db/time-bounds.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** `citus`: the SQL that Citus runs across shards (plugins/app/books-repository.ts). */
+    sqlDialect: 'postgres' | 'citus'
+  }
+}
 
 /** Arbitrary but fixed: every instance of the service must take the same lock. */
 const MIGRATION_LOCK_KEY = 7_301_455_001
+
+// Whether the database is a Citus cluster, and whether this is its coordinator
+const CITUS = 'SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = \'citus\') AS citus'
+const COORDINATOR = 'SELECT citus_is_coordinator() AS coordinator'
+// create_distributed_table copies rows a table already holds (one that ran on PostgreSQL before
+// Citus was installed) to the shards; the local copy is then emptied, as Citus asks
+const DISTRIBUTE = `SELECT create_distributed_table(t.name, t.column_name),
+                           truncate_local_data_after_distributing_table(t.name)
+                    FROM unnest($1::text[], $2::text[]) AS t(name, column_name)
+                    WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = t.name::regclass)`
+
+class NotCoordinatorError extends Error {
+  constructor () {
+    super('DB_URL names a Citus worker; point it at the coordinator (docs/deployment.md, Citus)')
+  }
+}
 
 export default fp(async function migrate (fastify) {
   let client: PoolClient
@@ -30,6 +59,10 @@ export default fp(async function migrate (fastify) {
   client.on('error', onError)
   try {
     await client.query(BEGIN_BOUNDED)
+    const citus = (await client.query<{ citus: boolean }>(CITUS)).rows[0]!.citus
+    if (citus && !(await client.query<{ coordinator: boolean }>(COORDINATOR)).rows[0]!.coordinator) {
+      throw new NotCoordinatorError()
+    }
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY])
     await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY,
@@ -44,9 +77,15 @@ export default fp(async function migrate (fastify) {
       await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [version, name])
       fastify.log.info({ version, name }, 'applied migration')
     }
+    if (citus) {
+      const { rowCount } = await client.query(DISTRIBUTE, [distribution.map((d) => d.table), distribution.map((d) => d.column)])
+      if (rowCount !== 0) fastify.log.info({ tables: rowCount }, 'distributed tables over the Citus workers')
+    }
     await client.query('COMMIT')
+    fastify.decorate('sqlDialect', citus || fastify.config.DB_DIALECT === 'citus' ? 'citus' : 'postgres')
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {})
+    if (err instanceof NotCoordinatorError) throw err
     throw new Error(`database migration failed: ${(err as Error).message}; check that the user DB_URL names may create tables in its database`, { cause: err })
   } finally {
     client.off('error', onError)

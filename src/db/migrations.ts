@@ -34,3 +34,14 @@ export const migrations: readonly Migration[] = [
     CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at)`
   }
 ]
+
+/**
+ * On Citus (the `citus` extension installed), how each table is spread over the workers: by the
+ * column every statement of the service names it by, so each of those statements goes to one
+ * shard. A table added by a later migration gets its line here in the same change.
+ * `schema_migrations` stays a table of the coordinator alone.
+ */
+export const distribution: ReadonlyArray<{ table: string, column: string }> = [
+  { table: 'books', column: 'id' },
+  { table: 'idempotency_keys', column: 'key' }
+]

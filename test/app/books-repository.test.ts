@@ -93,7 +93,12 @@ t.test('batched statements', async (t) => {
       if (row === undefined) t.equal(status, 404, `update of missing ${targets[i]}`)
       else t.strictSame(body.data, { id: row.id, title: `Up ${row.year}`, author: `Author of ${row.id}`, year: row.year })
     }
-    t.ok(statements < targets.length, `${targets.length} updates in ${statements} statements`)
+    if (app.sqlDialect === 'citus') {
+      // Citus's SQL: a statement per update, each locking one row (plugins/app/books-repository.ts)
+      t.ok(statements >= targets.length, `${targets.length} updates in ${statements} statements, one or more each`)
+    } else {
+      t.ok(statements < targets.length, `${targets.length} updates in ${statements} statements`)
+    }
   })
 
   t.test('batched updates from two instances in opposite orders never deadlock', { skip: NEEDS_SERVER }, async (t) => {

@@ -67,3 +67,21 @@ t.test('the service sweeps by itself from its start, and a key within its retent
   const again = await call(second, token, { method: 'POST', url: '/book', payload: book, headers: { 'idempotency-key': '"kept"' } })
   t.strictSame(again.body, created.body, 'the kept key still answers with its book')
 })
+
+t.test('two instances sweeping at once remove every expired key once, and neither fails', { skip: NEEDS_SERVER }, async (t) => {
+  // PostgreSQL's SQL: each sweep skips the rows the other holds. Citus's: one sweeps, the other
+  // finds the sweep's lock taken and removes nothing this time
+  const dbUrl = await createDatabase(t)
+  const [first, second] = [await build(t, dbUrl), await build(t, dbUrl)]
+  await Promise.all([first.ready(), second.ready()])
+  const db = await pgClient(t, dbUrl)
+  const expired = SWEEP_BATCH * 4
+  await db.query(STORE_KEYS, ['expired', expired, IDEMPOTENCY_KEY_RETENTION_HOURS + 1])
+  let removed = 0
+  for (let round = 0; round < 20 && removed < expired; round++) {
+    const counts = await Promise.all([first, second].map((app) => app.booksRepository.sweepKeys(RETENTION_SECONDS, SWEEP_BATCH)))
+    removed += counts[0]! + counts[1]!
+  }
+  t.equal(removed, expired, 'the removed keys, counted by both sweeps, are the expired ones')
+  t.equal((await db.query<{ count: number }>(COUNT_KEYS, ['expired'])).rows[0]!.count, 0, 'none left')
+})
