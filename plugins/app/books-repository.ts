@@ -53,8 +53,7 @@ function fingerprint (book: BookCreate): Buffer {
 
 /**
  * The advisory lock that the writer of an idempotency key holds: 64 bits of the key's SHA-256,
- * in the keyspace of one-bigint locks (the migration lock's and the sweep's values aside, nothing
- * else uses it).
+ * in the keyspace of one-bigint locks (the migration lock's one value aside, nothing else uses it).
  */
 export function keyLock (key: string): string {
   return createHash('sha256').update(key).digest().readBigInt64BE().toString()
@@ -137,26 +136,17 @@ const CREATE = `WITH input AS MATERIALIZED (
          ORDER BY input.n`
 const STORED_KEYS = 'SELECT key, fingerprint, book_id::text AS id FROM idempotency_keys WHERE key = ANY($1::text[])'
 // One short transaction per batch of expired keys (plugins/app/idempotency-keys-sweep.ts), its
-// row locks held for moments; rows another instance's sweep holds are skipped, not waited for
-const SWEEP_KEYS = `DELETE FROM idempotency_keys WHERE key IN (
+// row locks held for moments; rows another instance's sweep holds are skipped, not waited for.
+// Citus locks no rows across shards: there a sweep waits for another one's delete, then removes
+// what that one left. Citus runs one multi-shard write at a time on a shard, taking the shards in
+// order, so two sweeps never deadlock
+const sweepKeys = (rowLocks: string) => `DELETE FROM idempotency_keys WHERE key IN (
            SELECT key FROM idempotency_keys
            WHERE created_at < now() - make_interval(secs => $1)
-           ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED
+           ORDER BY created_at LIMIT $2${rowLocks}
          )`
-/** Taken by the sweep on Citus: arbitrary but fixed, like the migration lock. */
-export const SWEEP_LOCK_KEY = 7_301_455_002
-// Citus locks no rows across shards (FOR UPDATE). One instance sweeps at a time instead: the one
-// that gets the sweep's advisory lock (taken on the coordinator: `turn` reads no table); the
-// others skip this batch. Two sweeps deleting the same keys shard by shard in parallel could
-// otherwise deadlock across workers, which Citus breaks only after seconds, by failing one
-const SWEEP_KEYS_CITUS = `WITH turn AS MATERIALIZED (
-           SELECT pg_try_advisory_xact_lock(${SWEEP_LOCK_KEY}) AS mine
-         ), expired AS MATERIALIZED (
-           SELECT key FROM idempotency_keys
-           WHERE (SELECT mine FROM turn) AND created_at < now() - make_interval(secs => $1)
-           ORDER BY created_at LIMIT $2
-         )
-         DELETE FROM idempotency_keys WHERE key IN (SELECT key FROM expired)`
+const SWEEP_KEYS = sweepKeys(' FOR UPDATE SKIP LOCKED')
+const SWEEP_KEYS_CITUS = sweepKeys('')
 // One statement per batch; a null field keeps its value, so concurrent updates of different
 // fields all take effect. A batch never holds two updates of one book (see `update`). The rows
 // are locked in id order first: two batches (of two instances, or one sent while the one before
@@ -173,11 +163,10 @@ const UPDATE = `WITH patch AS MATERIALIZED (
          FROM patch JOIN locked USING (id)
          WHERE books.id = patch.id
          RETURNING books.id, books.title, books.author, books.year`
-// On Citus, one statement per update, each on one shard: Citus locks no rows across shards, and
-// a batch without its locks could deadlock with another across workers. Each locks one row, for
-// one statement, so none waits on another while holding a lock. Measured on Citus, a statement
-// per book keeps up with the batch (docs/deployment.md, Citus), which touched a shard per book and
-// committed on every worker at once (two-phase commit)
+// On Citus, one statement per update, each on one shard, locking one row: Citus locks no rows
+// across shards. A batch in one statement would write a shard per book, commit on every worker
+// at once (two-phase commit), and wait for every other multi-shard write on those shards. Measured
+// on Citus, a statement per book keeps up with it (docs/deployment.md, Citus)
 const UPDATE_ONE = `UPDATE books SET
            title = COALESCE($2, title),
            author = COALESCE($3, author),

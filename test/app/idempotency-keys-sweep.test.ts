@@ -69,8 +69,8 @@ t.test('the service sweeps by itself from its start, and a key within its retent
 })
 
 t.test('two instances sweeping at once remove every expired key once, and neither fails', { skip: NEEDS_SERVER }, async (t) => {
-  // PostgreSQL's SQL: each sweep skips the rows the other holds. Citus's: one sweeps, the other
-  // finds the sweep's lock taken and removes nothing this time
+  // PostgreSQL's SQL: each sweep skips the rows the other holds. Citus's: one waits for the
+  // other's delete, then removes what it left
   const dbUrl = await createDatabase(t)
   const [first, second] = [await build(t, dbUrl), await build(t, dbUrl)]
   await Promise.all([first.ready(), second.ready()])

@@ -87,6 +87,50 @@ async function admin<T> (fn: (client: pg.Client) => Promise<T>): Promise<T> {
 }
 
 /**
+ * The workers of a Citus cluster whose coordinator TEST_DB_URL names (none on plain PostgreSQL):
+ * each test database is then a cluster of its own on the same servers (docs/development.md, Citus).
+ */
+let citusWorkers: Promise<Array<{ host: string, port: number }>> | undefined
+function workersOfCitus () {
+  citusWorkers ??= admin(async (client) => {
+    const { rows: [{ citus }] } = await client.query("SELECT to_regclass('pg_dist_node') IS NOT NULL AS citus")
+    if (citus !== true) return []
+    const { rows } = await client.query('SELECT nodename AS host, nodeport AS port FROM pg_dist_node WHERE groupid > 0 ORDER BY nodeid')
+    return rows
+  })
+  return citusWorkers
+}
+
+/** `CREATE EXTENSION citus` in database `name` of each server, its coordinator knowing its workers. */
+async function makeCitusCluster (t: Test, name: string, workers: Array<{ host: string, port: number }>): Promise<void> {
+  const serverUrl = (host: string, port: number, database: string) => {
+    const url = new URL(ADMIN_URL)
+    Object.assign(url, { hostname: host, port: String(port), pathname: `/${database}` })
+    return url.toString()
+  }
+  const onServer = async (url: string, statements: string[]) => {
+    const client = new pg.Client({ connectionString: url })
+    await client.connect()
+    try {
+      for (const statement of statements) await client.query(statement)
+    } finally {
+      await client.end()
+    }
+  }
+  for (const { host, port } of workers) {
+    await onServer(serverUrl(host, port, 'postgres'), [`CREATE DATABASE ${name}`])
+    t.teardown(() => onServer(serverUrl(host, port, 'postgres'), [`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`]))
+    await onServer(serverUrl(host, port, name), ['CREATE EXTENSION citus'])
+  }
+  const coordinator = new URL(ADMIN_URL)
+  await onServer(databaseUrl(name), [
+    'CREATE EXTENSION citus',
+    `SELECT citus_set_coordinator_host('${coordinator.hostname}', ${Number(coordinator.port || 5432)})`,
+    ...workers.map(({ host, port }) => `SELECT citus_add_node('${host}', ${port})`)
+  ])
+}
+
+/**
  * A fresh, empty database for this test file, dropped when the file ends. On PGlite: a new
  * in-memory PGlite served on a loopback port, the same way the service serves `pglite:` itself.
  */
@@ -105,8 +149,10 @@ export async function createDatabase (t: Test): Promise<string> {
     return store.url
   }
   const name = `bookkeeping_test_${process.pid}_${randomBytes(4).toString('hex')}`
+  const workers = await workersOfCitus()
   await admin((client) => client.query(`CREATE DATABASE ${name}`))
   t.teardown(() => admin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)))
+  if (workers.length > 0) await makeCitusCluster(t, name, workers)
   if (STORE === 'pgbouncer') {
     const pgbouncer = await startPgbouncer(ADMIN_URL)
     t.teardown(() => pgbouncer.stop())
@@ -180,14 +226,21 @@ export async function serviceStoppedReading (client: pg.Client, dbUrl: string): 
   return await serviceQueriesRunning(client, dbUrl) === 0 && (await sleep(500), await serviceQueriesRunning(client, dbUrl) === 0)
 }
 
+/** Whether TEST_DB_URL names a Citus coordinator (never the default server, so never asked there). */
+export const ON_CITUS = process.env.TEST_DB_URL !== undefined && STORE !== 'pglite' && (await workersOfCitus()).length > 0
+
 /**
  * The condition, on a row of `pg_stat_activity`, that its session waits for a lock. Read from the
  * lock manager, not `wait_event_type = 'Lock'`: a waiting backend that is woken (by its own
  * deadlock check after a second, by the signal every DROP DATABASE sends to all backends, and
  * the test files drop theirs all the time) shows no wait event until it sleeps again, while it
- * stays queued on the lock all along.
+ * stays queued on the lock all along. On Citus a session of the coordinator waits through its
+ * connection to a worker, which Citus reports in `citus_lock_waits`.
  */
-export const WAITS_ON_A_LOCK = 'cardinality(pg_blocking_pids(pid)) > 0'
+export const WAITS_ON_A_LOCK = ON_CITUS
+  ? `(cardinality(pg_blocking_pids(pid)) > 0 OR pid IN (SELECT citus_pid_for_gpid(waiting_gpid) FROM citus_lock_waits
+      WHERE waiting_nodeid = (SELECT nodeid FROM pg_dist_node WHERE groupid = 0)))`
+  : 'cardinality(pg_blocking_pids(pid)) > 0'
 
 /** How many of the service's sessions wait for a lock. */
 export const serviceSessionsOnLock = (client: pg.Client, dbUrl: string) => serviceSessions(client, dbUrl, WAITS_ON_A_LOCK)
