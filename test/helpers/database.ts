@@ -11,6 +11,7 @@ import type { Test } from 'tap'
 import { startEmbedded } from '../../src/db/embedded.js'
 import { INITDB_ARGS } from '../../src/db/embedded-settings.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
+import { citusWorkers, spreadOverCitus, type CitusWorker } from '../../tools/topology/citus.js'
 import { startPgbouncer } from '../../tools/topology/pgbouncer.js'
 import { acceptsConnections, sleep, waitUntil, withTimeout } from './wait.js'
 
@@ -86,48 +87,23 @@ async function admin<T> (fn: (client: pg.Client) => Promise<T>): Promise<T> {
   }
 }
 
-/**
- * The workers of a Citus cluster whose coordinator TEST_DB_URL names (none on plain PostgreSQL):
- * each test database is then a cluster of its own on the same servers (docs/development.md, Citus).
- */
-let citusWorkers: Promise<Array<{ host: string, port: number }>> | undefined
-function workersOfCitus () {
-  citusWorkers ??= admin(async (client) => {
-    const { rows: [{ citus }] } = await client.query("SELECT to_regclass('pg_dist_node') IS NOT NULL AS citus")
-    if (citus !== true) return []
-    const { rows } = await client.query('SELECT nodename AS host, nodeport AS port FROM pg_dist_node WHERE groupid > 0 ORDER BY nodeid')
-    return rows
-  })
-  return citusWorkers
-}
+/** The workers of a Citus coordinator at TEST_DB_URL, asked once (none on plain PostgreSQL). */
+let citusWorkersOnce: Promise<CitusWorker[]> | undefined
+const workersOfCitus = () => (citusWorkersOnce ??= citusWorkers(ADMIN_URL))
 
-/** `CREATE EXTENSION citus` in database `name` of each server, its coordinator knowing its workers. */
-async function makeCitusCluster (t: Test, name: string, workers: Array<{ host: string, port: number }>): Promise<void> {
-  const serverUrl = (host: string, port: number, database: string) => {
-    const url = new URL(ADMIN_URL)
-    Object.assign(url, { hostname: host, port: String(port), pathname: `/${database}` })
-    return url.toString()
-  }
-  const onServer = async (url: string, statements: string[]) => {
-    const client = new pg.Client({ connectionString: url })
-    await client.connect()
+/**
+ * Drops database `name`, ending its sessions. On Citus the coordinator's maintenance daemon may
+ * connect again between the two: the drop is then tried again.
+ */
+async function dropDatabase (name: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
     try {
-      for (const statement of statements) await client.query(statement)
-    } finally {
-      await client.end()
+      return await admin(async (client) => { await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) })
+    } catch (err) {
+      if ((err as { code?: string }).code !== '55006' || attempt === 5) throw err
+      await sleep(200)
     }
   }
-  for (const { host, port } of workers) {
-    await onServer(serverUrl(host, port, 'postgres'), [`CREATE DATABASE ${name}`])
-    t.teardown(() => onServer(serverUrl(host, port, 'postgres'), [`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`]))
-    await onServer(serverUrl(host, port, name), ['CREATE EXTENSION citus'])
-  }
-  const coordinator = new URL(ADMIN_URL)
-  await onServer(databaseUrl(name), [
-    'CREATE EXTENSION citus',
-    `SELECT citus_set_coordinator_host('${coordinator.hostname}', ${Number(coordinator.port || 5432)})`,
-    ...workers.map(({ host, port }) => `SELECT citus_add_node('${host}', ${port})`)
-  ])
 }
 
 /**
@@ -151,8 +127,9 @@ export async function createDatabase (t: Test): Promise<string> {
   const name = `bookkeeping_test_${process.pid}_${randomBytes(4).toString('hex')}`
   const workers = await workersOfCitus()
   await admin((client) => client.query(`CREATE DATABASE ${name}`))
-  t.teardown(() => admin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)))
-  if (workers.length > 0) await makeCitusCluster(t, name, workers)
+  t.teardown(() => dropDatabase(name))
+  // On a Citus coordinator each test database is a cluster of its own on the same servers
+  if (workers.length > 0) t.teardown(await spreadOverCitus(ADMIN_URL, name, workers))
   if (STORE === 'pgbouncer') {
     const pgbouncer = await startPgbouncer(ADMIN_URL)
     t.teardown(() => pgbouncer.stop())
@@ -228,6 +205,15 @@ export async function serviceStoppedReading (client: pg.Client, dbUrl: string): 
 
 /** Whether TEST_DB_URL names a Citus coordinator (never the default server, so never asked there). */
 export const ON_CITUS = process.env.TEST_DB_URL !== undefined && STORE !== 'pglite' && (await workersOfCitus()).length > 0
+
+/** On Citus (ON_CITUS): the test database at `dbUrl` as each worker serves it. */
+export async function citusWorkerUrls (dbUrl: string): Promise<string[]> {
+  return (await workersOfCitus()).map(({ host, port }) => {
+    const url = new URL(dbUrl)
+    Object.assign(url, { hostname: host, port: String(port) })
+    return url.toString()
+  })
+}
 
 /**
  * The condition, on a row of `pg_stat_activity`, that its session waits for a lock. Read from the

@@ -6,7 +6,9 @@
  *
  * Environment: BENCH_SECONDS (per measured run, default 5), ROUNDS (default 3), TEST_DB_URL
  * (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_CLIENT=autocannon to skip wrk,
- * BENCH_ONLY (run only the scenarios whose name contains it).
+ * BENCH_ONLY (run only the scenarios whose name contains it), BENCH_CITUS_URL (a Citus coordinator,
+ * postgres://.../postgres with its workers added: both servers run again on a database of their
+ * own spread over that cluster, each scenario on all four in turn, and a second table compares them).
  *
  * Prints one table and writes the raw numbers as JSON under os.tmpdir(); nothing in the
  * repository changes. Exits 0 when it ran, whatever the numbers: this is not a test.
@@ -58,7 +60,7 @@ function tail (file) {
 }
 
 /** The service as `npm start` runs it (its prestart build is done by `npm run bench`). */
-async function startService (track, dbUrl, logPath) {
+async function startService (track, dbUrl, logPath, name = 'service') {
   const port = await freePort()
   const { command, args, env } = serviceCommand({
     DB_URL: dbUrl,
@@ -73,10 +75,10 @@ async function startService (track, dbUrl, logPath) {
   const child = track(spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', log, log] }))
   fs.closeSync(log)
   await waitUntilReady('the service', child, port, logPath)
-  return { name: 'service', url: `http://127.0.0.1:${port}`, port, child }
+  return { name, dbUrl, url: `http://127.0.0.1:${port}`, port, child }
 }
 
-async function startReference (track, dbUrl, logPath) {
+async function startReference (track, dbUrl, logPath, name = 'reference') {
   const port = await freePort()
   const log = fs.openSync(logPath, 'a')
   const child = track(spawn(process.execPath, [path.join(__dirname, 'reference.cjs')], {
@@ -94,7 +96,7 @@ async function startReference (track, dbUrl, logPath) {
   }))
   fs.closeSync(log)
   await waitUntilReady('the reference server', child, port, logPath)
-  return { name: 'reference', url: `http://127.0.0.1:${port}`, port, child }
+  return { name, dbUrl, url: `http://127.0.0.1:${port}`, port, child }
 }
 
 /**
@@ -157,6 +159,39 @@ function table (rows) {
   return [line(header), `|${widths.map((width, i) => i === 0 ? `-${'-'.repeat(width)}-` : `${'-'.repeat(width + 1)}:`).join('|')}|`, ...body.map(line)].join('\n')
 }
 
+/** The service on Citus as a share of the service on one PostgreSQL, scenario by scenario. */
+function engines ([postgres, citus]) {
+  const header = ['scenario', 'service on PostgreSQL req/s', 'service on Citus req/s', 'Citus/PostgreSQL']
+  const body = postgres.map(({ scenario, service }, i) => [
+    scenario, service.rps.toFixed(0), citus[i].service.rps.toFixed(0), (citus[i].service.rps / service.rps).toFixed(2)
+  ])
+  const widths = header.map((title, i) => Math.max(title.length, ...body.map((row) => row[i].length)))
+  const line = (cells) => `| ${cells.map((cell, i) => i === 0 ? cell.padEnd(widths[i]) : cell.padStart(widths[i])).join(' | ')} |`
+  return [line(header), `|${widths.map((width, i) => i === 0 ? `-${'-'.repeat(width)}-` : `${'-'.repeat(width + 1)}:`).join('|')}|`, ...body.map(line)].join('\n')
+}
+
+// --- Citus (BENCH_CITUS_URL) ------------------------------------------------------------------
+
+const CITUS_URL = process.env.BENCH_CITUS_URL
+
+/** A new database on the Citus cluster, spread over its workers, dropped at the end. */
+async function citusDatabase (bench) {
+  const { citusWorkers, spreadOverCitus } = await import(path.join(ROOT, 'tools', 'dist', 'tools', 'topology', 'citus.js'))
+  const workers = await citusWorkers(CITUS_URL)
+  if (workers.length === 0) throw new Error(`BENCH_CITUS_URL names no Citus coordinator with workers: ${CITUS_URL}`)
+  const name = `bookkeeping_bench_${randomBytes(6).toString('hex')}`
+  await admin((c) => c.query(`CREATE DATABASE ${name}`), CITUS_URL)
+  bench.onCleanup(() => admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`), CITUS_URL))
+  bench.onCleanup(await spreadOverCitus(CITUS_URL, name, workers))
+  const url = new URL(CITUS_URL)
+  url.pathname = `/${name}`
+  return url.toString()
+}
+
+async function citusVersion () {
+  return admin(async (c) => (await c.query("SELECT extversion FROM pg_extension WHERE extname = 'citus'")).rows[0].extversion, CITUS_URL)
+}
+
 // --- main -------------------------------------------------------------------------------------
 
 async function main (bench) {
@@ -169,17 +204,26 @@ async function main (bench) {
   const { dbUrl, pgVersion } = await bench.createDatabase()
 
   // The service creates the table on start; the reference server starts on the seeded table
-  const service = await startService(bench.track, dbUrl, serviceLog)
-  await admin(async (c) => {
-    await c.query(`INSERT INTO books (title, author, year)
-      SELECT 'Title ' || i, 'Author ' || i, 1900 + i FROM generate_series(1, $1::int) AS i`, [BOOKS])
-    const { rows } = await c.query('SELECT count(*)::int AS count, max(id)::int AS max FROM books')
-    if (rows[0].count !== BOOKS || rows[0].max !== BOOKS) throw new Error(`seeding gave ${JSON.stringify(rows[0])}, expected ids 1..${BOOKS}`)
-  }, dbUrl)
-  const reference = await startReference(bench.track, dbUrl, referenceLog)
-
-  const differences = await compareAnswers(service, reference)
-  await resetTable(dbUrl)
+  async function startPair (pairDbUrl, suffix = '') {
+    const service = await startService(bench.track, pairDbUrl, serviceLog, `service${suffix}`)
+    await admin(async (c) => {
+      await c.query(`INSERT INTO books (title, author, year)
+        SELECT 'Title ' || i, 'Author ' || i, 1900 + i FROM generate_series(1, $1::int) AS i`, [BOOKS])
+      const { rows } = await c.query('SELECT count(*)::int AS count, max(id)::int AS max FROM books')
+      if (rows[0].count !== BOOKS || rows[0].max !== BOOKS) throw new Error(`seeding gave ${JSON.stringify(rows[0])}, expected ids 1..${BOOKS}`)
+    }, pairDbUrl)
+    const reference = await startReference(bench.track, pairDbUrl, referenceLog, `reference${suffix}`)
+    const differences = await compareAnswers(service, reference)
+    await resetTable(pairDbUrl)
+    return { service, reference, differences }
+  }
+  const { service, reference, differences } = await startPair(dbUrl)
+  const pairs = [{ engine: `PostgreSQL ${pgVersion}`, service, reference }]
+  if (CITUS_URL !== undefined) {
+    const onCitus = await startPair(await citusDatabase(bench), ' on Citus')
+    differences.push(...onCitus.differences.map((difference) => `on Citus: ${difference}`))
+    pairs.push({ engine: `Citus ${await citusVersion()} (a coordinator and its workers)`, service: onCitus.service, reference: onCitus.reference })
+  }
 
   const cpus = os.cpus()
   const header = [
@@ -193,7 +237,8 @@ async function main (bench) {
     `  GET/PUT /book/<id> pick ids uniformly from 1..${BOOKS}; after each run of a writing scenario the rows it`,
     `  inserted are deleted and the table vacuumed, so every run starts from the same ${BOOKS} rows`,
     `  service: \`npm start\` (fastify-cli)${Number(process.env.BENCH_WORKERS || 1) > 1 ? ` in ${process.env.BENCH_WORKERS} node:cluster workers` : ''}, LOG_LEVEL=${process.env.BENCH_LOG_LEVEL ?? 'info'} to a file, pool max 10, TOKEN_RATE_LIMIT=1e9;`,
-    '  reference: tools/bench/reference.cjs (node:http + pg, pg.Pool defaults: max 10, no logging)'
+    '  reference: tools/bench/reference.cjs (node:http + pg, pg.Pool defaults: max 10, no logging)',
+    ...(pairs.length > 1 ? [`  then both again on ${pairs[1].engine}, on a database of their own; each round runs all four in turn`] : [])
   ]
   console.log(`\n${header.join('\n')}\n`)
   if (differences.length > 0) {
@@ -202,16 +247,17 @@ async function main (bench) {
     console.log('')
   }
 
-  const results = []
+  const results = pairs.map(() => [])
+  const targets = pairs.flatMap((pair) => [pair.service, pair.reference])
   for (const scenario of SCENARIOS.filter((s) => ONLY === undefined || s.name.includes(ONLY))) {
-    const runs = { service: [], reference: [] }
+    const runs = Object.fromEntries(targets.map((target) => [target.name, []]))
     for (let round = 1; round <= ROUNDS; round++) {
-      for (const target of [service, reference]) {
+      for (const target of targets) {
         const token = await issueToken(service.port)
         await run(scenario, target, token, WARMUP_SECONDS)
-        if (scenario.mutates) await resetTable(dbUrl)
+        if (scenario.mutates) await resetTable(target.dbUrl)
         const result = await run(scenario, target, token, SECONDS)
-        if (scenario.mutates) await resetTable(dbUrl)
+        if (scenario.mutates) await resetTable(target.dbUrl)
         runs[target.name].push(result)
         process.stderr.write(`  ${scenario.name}, round ${round}, ${target.name}: ${result.rps.toFixed(0)} req/s, ` +
           `p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms` +
@@ -222,12 +268,15 @@ async function main (bench) {
         }
       }
     }
-    results.push({ scenario: scenario.name, service: summarise(runs.service), reference: summarise(runs.reference) })
+    pairs.forEach((pair, i) => results[i].push({
+      scenario: scenario.name, service: summarise(runs[pair.service.name]), reference: summarise(runs[pair.reference.name])
+    }))
   }
 
-  console.log(`\n${table(results)}\n`)
+  pairs.forEach((pair, i) => console.log(`\n${pairs.length > 1 ? `${pair.engine}:\n` : ''}${table(results[i])}\n`))
+  if (pairs.length > 1) console.log(`${engines(results)}\n`)
   const anomalies = []
-  for (const { scenario, service: s, reference: r } of results) {
+  for (const { scenario, service: s, reference: r } of results.flat()) {
     for (const [label, summary] of [['service', s], ['reference', r]]) {
       if (summary.non2xx > 0) anomalies.push(`${scenario}: ${summary.non2xx} non-2xx responses from the ${label}`)
       if (summary.errors > 0) anomalies.push(`${scenario}: ${summary.errors} socket errors/timeouts with the ${label}`)
