@@ -54,6 +54,23 @@ export async function citusWorkers (adminUrl: string): Promise<CitusWorker[]> {
  * the coordinator first).
  */
 export async function spreadOverCitus (adminUrl: string, name: string, workers: CitusWorker[]): Promise<() => Promise<void>> {
+  // One database at a time, whoever asks (test files run in parallel): adding a node alters the
+  // server's roles on the worker, and two at once fail with "tuple concurrently updated"
+  const lock = new pg.Client({ connectionString: adminUrl })
+  lock.on('error', () => {})
+  await lock.connect()
+  try {
+    await lock.query('SELECT pg_advisory_lock($1)', [CLUSTER_MAKING_LOCK])
+    return await spread(adminUrl, name, workers)
+  } finally {
+    await lock.end()
+  }
+}
+
+/** Arbitrary but fixed, on the coordinator's admin database: see `spreadOverCitus`. */
+const CLUSTER_MAKING_LOCK = 7_301_455_100
+
+async function spread (adminUrl: string, name: string, workers: CitusWorker[]): Promise<() => Promise<void>> {
   const created: CitusWorker[] = []
   const drop = async () => {
     for (const { host, port } of created) await run(onNode(adminUrl, host, port, 'postgres'), [`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`])
