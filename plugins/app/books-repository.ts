@@ -32,7 +32,7 @@ export interface ListingPage {
   json: string
 }
 
-/** bigint arrives from pg as a string; ids stay far below 2^53, so a JSON number is exact. */
+/** bigint arrives from pg as a string; ids stay below 2^53 (on Citus too: docs/deployment.md, Ids), so a JSON number is exact. */
 function toBook (row: BookRow): Book {
   return { id: Number(row.id), title: row.title, author: row.author, year: row.year }
 }
@@ -93,13 +93,13 @@ const EXISTS = 'SELECT 1 FROM books WHERE id = $1'
 // Creates, with or without an idempotency key, one statement per batch. Ids are drawn in the
 // order of the calls. A key is taken with a transaction-level advisory lock that its writer holds
 // until it commits: a key whose lock another transaction holds is in flight elsewhere (`busy`).
-// The locks are taken in `input`, which reads no table: on Citus that CTE runs on the coordinator,
-// where every instance takes them (plugins/app/migrate.ts), never on a worker. Stored keys are
-// looked up by value, which on Citus asks only the shards that hold them.
 // A key already stored answers with its book (`replayed`, or `mismatch` for another body). A key
 // stored by a transaction that committed after this statement's snapshot is not seen, and its
 // insert then does nothing (`conflict`: the caller reads it afresh). The book is inserted only
-// with its key, so there is never one without the other.
+// with its key, so there is never one without the other. The same statement on Citus: the locks
+// are taken in `input`, which reads no table, so Citus runs it on the coordinator, where every
+// instance takes them (plugins/app/migrate.ts), never on a worker; stored keys are looked up by
+// value, which asks only the shards that hold them.
 const CREATE = `WITH input AS MATERIALIZED (
            SELECT *, key IS NULL OR pg_try_advisory_xact_lock(lock) AS granted
            FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::bytea[], $6::int8[])
@@ -194,6 +194,9 @@ const LISTING_PAGE = `SELECT count(*)::int4 AS count, max(id)::text AS last_id,
  * wait for their next page in this process's queue (one query at most per listing, without a
  * time limit), not in the pool's queue ahead of everyone else, where the 2 s connection bound
  * cut them off and everyone else waited behind them.
+ *
+ * With `dialect` `citus` (plugins/app/migrate.ts), updates are a statement per book and the sweep
+ * locks no rows: Citus runs neither `FOR UPDATE` across shards (docs/deployment.md, Citus).
  */
 export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunction, dialect: 'postgres' | 'citus' = 'postgres') {
   const query = <R extends QueryResultRow>(text: string, values: unknown[]) => boundedQuery<R>(pg.pool, { text, values })

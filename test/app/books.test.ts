@@ -1,7 +1,7 @@
 import t from 'tap'
 import pg from 'pg'
 import { build, call, errorEnvelope, getToken } from '../helper.js'
-import { citusWorkerUrls, createDatabase, databaseName, NEEDS_SERVER, ON_CITUS, pgClient, refuseConnections, waitForSessionsOnLock } from '../helpers/database.js'
+import { createDatabase, databaseName, NEEDS_SERVER, refuseConnections, waitForSessionsOnLock } from '../helpers/database.js'
 
 const BOOK = { title: 'The Left Hand of Darkness', author: 'Ursula K. Le Guin', year: 1969 }
 
@@ -303,31 +303,4 @@ t.test('on a database whose default isolation is repeatable read, a PUT that wai
   t.strictSame({ status, body }, {
     status: 200, body: { status: 200, message: 'Book updated successfully', data: { ...BOOK, id, author: 'Someone else', year: 1970 } }
   })
-})
-
-t.test('on Citus, ids drawn on the workers stay exact in JSON, and unique', {
-  skip: !ON_CITUS && 'needs TEST_DB_URL at a Citus coordinator (docs/development.md, Citus)'
-}, async (t) => {
-  // The service draws ids on the coordinator (1, 2, ...). A row a program inserts through a
-  // worker gets an id from that worker's range, which starts at its group id x 2^48
-  const dbUrl = await createDatabase(t)
-  const app = await build(t, dbUrl)
-  const token = await getToken(app)
-  const created = await call(app, token, { method: 'POST', url: '/book', payload: { title: 'Through the service', author: 'A', year: 1 } })
-  t.equal(created.body.data.id, 1, 'the service\'s first id, drawn on the coordinator')
-  const ids: number[] = [created.body.data.id]
-  for (const [i, url] of (await citusWorkerUrls(dbUrl)).entries()) {
-    const worker = await pgClient(t, url)
-    const { rows: [{ group }] } = await worker.query('SELECT groupid AS group FROM pg_dist_local_group')
-    const { rows: [{ id }] } = await worker.query("INSERT INTO books (title, author, year) VALUES ($1, 'A', 1) RETURNING id::text", [`Through worker ${i}`])
-    t.equal(BigInt(id), (BigInt(group) << 48n) + 1n, `worker ${i}: id ${id}, the first of group ${group} (group x 2^48 + 1)`)
-    t.ok(BigInt(id) <= 2n ** 53n, 'within 2^53')
-    const found = await call(app, token, { method: 'GET', url: `/book/${id}` })
-    t.equal(found.status, 200)
-    t.equal(String(found.body.data.id), id, 'GET answers the very id, as a JSON number')
-    ids.push(found.body.data.id)
-  }
-  t.equal(new Set(ids).size, ids.length, 'every id once')
-  const listed = await call(app, token, { method: 'GET', url: '/books' })
-  t.strictSame(listed.body.data.map((book: { id: number }) => book.id), [...ids].sort((a, b) => a - b), 'the listing answers each exactly')
 })
