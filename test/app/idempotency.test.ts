@@ -163,7 +163,12 @@ t.test('Idempotency-Key on POST /book', async (t) => {
     const ids = answers.map((answer) => answer.body.data.id)
     const { rows } = await db.query<{ transactions: number }>(
       'SELECT count(DISTINCT xmin::text)::int AS transactions FROM books WHERE id = ANY($1)', [ids])
-    t.ok(rows[0]!.transactions < calls.length, `${calls.length} creates in ${rows[0]!.transactions} transactions`)
+    if (app.sqlDialect === 'citus') {
+      // Citus's SQL: every create a statement of its own (plugins/app/books-repository.ts)
+      t.equal(rows[0]!.transactions, calls.length, `${calls.length} creates in ${rows[0]!.transactions} transactions, one each`)
+    } else {
+      t.ok(rows[0]!.transactions < calls.length, `${calls.length} creates in ${rows[0]!.transactions} transactions`)
+    }
     // Two reads, not a join: on Citus the two tables are distributed by different columns
     const { rows: keys } = await db.query<{ key: string, book_id: number, xmin: string }>(
       'SELECT key, book_id::int, xmin::text FROM idempotency_keys WHERE key LIKE $1', [`mixed-${run}-%`])
