@@ -125,7 +125,7 @@ export async function createDatabase (t: Test): Promise<string> {
     return store.url
   }
   const name = `bookkeeping_test_${process.pid}_${randomBytes(4).toString('hex')}`
-  const workers = await workersOfCitus()
+  const workers = ON_CITUS ? await workersOfCitus() : []
   await admin((client) => client.query(`CREATE DATABASE ${name}`))
   t.teardown(() => dropDatabase(name))
   // On a Citus coordinator each test database is a cluster of its own on the same servers
