@@ -205,7 +205,15 @@ function median (values) {
   return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
 }
 
+/** A Markdown table of text cells: the first `textColumns` left-aligned, the figures after them right-aligned. */
+function markdownTable (header, body, textColumns = 1) {
+  const widths = header.map((title, i) => Math.max(title.length, ...body.map((row) => row[i].length)))
+  const line = (cells) => `| ${cells.map((cell, i) => i < textColumns ? cell.padEnd(widths[i]) : cell.padStart(widths[i])).join(' | ')} |`
+  return [line(header), `|${widths.map((width, i) => i < textColumns ? `-${'-'.repeat(width)}-` : `${'-'.repeat(width + 1)}:`).join('|')}|`, ...body.map(line)].join('\n')
+}
+
 module.exports = {
+  markdownTable,
   readMemory,
   median,
   ROOT,

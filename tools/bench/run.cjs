@@ -21,7 +21,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { setTimeout: sleep } = require('node:timers/promises')
 const {
-  ROOT, USERNAME, PASSWORD, admin, freePort, serviceCommand, runBenchmark, request, issueToken
+  ROOT, USERNAME, PASSWORD, admin, freePort, serviceCommand, runBenchmark, request, issueToken, markdownTable
 } = require('./common.cjs')
 const {
   SECONDS, ROUNDS, ONLY, WARMUP_SECONDS, CONNECTIONS, THREADS, BOOKS, BOOK_BODY, SCENARIOS,
@@ -147,27 +147,23 @@ async function compareAnswers (service, reference) {
 // --- report -----------------------------------------------------------------------------------
 
 function table (rows) {
-  const header = ['scenario', 'service req/s', 'p50 ms', 'p99 ms', 'reference req/s', 'p50 ms', 'p99 ms', 'service/reference']
-  const body = rows.map(({ scenario, service, reference }) => [
-    scenario,
-    service.rps.toFixed(0), service.p50.toFixed(2), service.p99.toFixed(2),
-    reference.rps.toFixed(0), reference.p50.toFixed(2), reference.p99.toFixed(2),
-    (service.rps / reference.rps).toFixed(2)
-  ])
-  const widths = header.map((title, i) => Math.max(title.length, ...body.map((row) => row[i].length)))
-  const line = (cells) => `| ${cells.map((cell, i) => i === 0 ? cell.padEnd(widths[i]) : cell.padStart(widths[i])).join(' | ')} |`
-  return [line(header), `|${widths.map((width, i) => i === 0 ? `-${'-'.repeat(width)}-` : `${'-'.repeat(width + 1)}:`).join('|')}|`, ...body.map(line)].join('\n')
+  return markdownTable(
+    ['scenario', 'service req/s', 'p50 ms', 'p99 ms', 'reference req/s', 'p50 ms', 'p99 ms', 'service/reference'],
+    rows.map(({ scenario, service, reference }) => [
+      scenario,
+      service.rps.toFixed(0), service.p50.toFixed(2), service.p99.toFixed(2),
+      reference.rps.toFixed(0), reference.p50.toFixed(2), reference.p99.toFixed(2),
+      (service.rps / reference.rps).toFixed(2)
+    ]))
 }
 
 /** The service on Citus as a share of the service on one PostgreSQL, scenario by scenario. */
 function engines ([postgres, citus]) {
-  const header = ['scenario', 'service on PostgreSQL req/s', 'service on Citus req/s', 'Citus/PostgreSQL']
-  const body = postgres.map(({ scenario, service }, i) => [
-    scenario, service.rps.toFixed(0), citus[i].service.rps.toFixed(0), (citus[i].service.rps / service.rps).toFixed(2)
-  ])
-  const widths = header.map((title, i) => Math.max(title.length, ...body.map((row) => row[i].length)))
-  const line = (cells) => `| ${cells.map((cell, i) => i === 0 ? cell.padEnd(widths[i]) : cell.padStart(widths[i])).join(' | ')} |`
-  return [line(header), `|${widths.map((width, i) => i === 0 ? `-${'-'.repeat(width)}-` : `${'-'.repeat(width + 1)}:`).join('|')}|`, ...body.map(line)].join('\n')
+  return markdownTable(
+    ['scenario', 'service on PostgreSQL req/s', 'service on Citus req/s', 'Citus/PostgreSQL'],
+    postgres.map(({ scenario, service }, i) => [
+      scenario, service.rps.toFixed(0), citus[i].service.rps.toFixed(0), (citus[i].service.rps / service.rps).toFixed(2)
+    ]))
 }
 
 // --- Citus (BENCH_CITUS_URL) ------------------------------------------------------------------

@@ -21,7 +21,7 @@ const { randomBytes } = require('node:crypto')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { USERNAME, PASSWORD, admin, issueToken, runBenchmark } = require('./common.cjs')
+const { USERNAME, PASSWORD, admin, issueToken, markdownTable, runBenchmark } = require('./common.cjs')
 const {
   SECONDS, ROUNDS, ONLY, WARMUP_SECONDS, CONNECTIONS, THREADS, BOOKS, SCENARIOS,
   resetTable, chooseClient, createRunner, summarise, describe
@@ -34,13 +34,9 @@ const LOG_LEVEL = process.env.BENCH_LOG_LEVEL ?? 'info'
 // --- report -----------------------------------------------------------------------------------
 
 function table (rows) {
-  const header = ['scenario', 'target', 'req/s', 'p50 ms', 'p99 ms', 'ratio']
-  const body = rows.map(({ scenario, target, summary, ratio }) => [
+  return markdownTable(['scenario', 'target', 'req/s', 'p50 ms', 'p99 ms', 'ratio'], rows.map(({ scenario, target, summary, ratio }) => [
     scenario, target, summary.rps.toFixed(0), summary.p50.toFixed(2), summary.p99.toFixed(2), ratio.toFixed(2)
-  ])
-  const widths = header.map((title, i) => Math.max(title.length, ...body.map((row) => row[i].length)))
-  const line = (cells) => `| ${cells.map((cell, i) => i < 2 ? cell.padEnd(widths[i]) : cell.padStart(widths[i])).join(' | ')} |`
-  return [line(header), `|${widths.map((width, i) => i < 2 ? `-${'-'.repeat(width)}-` : `${'-'.repeat(width + 1)}:`).join('|')}|`, ...body.map(line)].join('\n')
+  ]), 2)
 }
 
 function version (command, args) {
