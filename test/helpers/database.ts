@@ -11,7 +11,7 @@ import type { Test } from 'tap'
 import { startEmbedded } from '../../src/db/embedded.js'
 import { INITDB_ARGS } from '../../src/db/embedded-settings.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
-import { citusWorkers, spreadOverCitus, type CitusWorker } from '../../tools/topology/citus.js'
+import { citusWorkers, onNode, spreadOverCitus, type CitusWorker } from '../../tools/topology/citus.js'
 import { startPgbouncer } from '../../tools/topology/pgbouncer.js'
 import { acceptsConnections, sleep, waitUntil, withTimeout } from './wait.js'
 
@@ -208,11 +208,7 @@ export const ON_CITUS = process.env.TEST_DB_URL !== undefined && STORE !== 'pgli
 
 /** On Citus (ON_CITUS): the test database at `dbUrl` as each worker serves it. */
 export async function citusWorkerUrls (dbUrl: string): Promise<string[]> {
-  return (await workersOfCitus()).map(({ host, port }) => {
-    const url = new URL(dbUrl)
-    Object.assign(url, { hostname: host, port: String(port) })
-    return url.toString()
-  })
+  return (await workersOfCitus()).map(({ host, port }) => onNode(dbUrl, host, port, databaseName(dbUrl)))
 }
 
 /**

@@ -13,7 +13,7 @@ export interface CitusWorker {
 }
 
 /** `serverUrl` with another host, port and database. */
-function onNode (serverUrl: string, host: string, port: number, database: string): string {
+export function onNode (serverUrl: string, host: string, port: number, database: string): string {
   const url = new URL(serverUrl)
   Object.assign(url, { hostname: host, port: String(port), pathname: `/${database}` })
   return url.toString()
