@@ -2,7 +2,7 @@ import t from 'tap'
 import pg from 'pg'
 import { build, call, getToken } from '../helper.js'
 import { MAX_WAIT_MS } from '../../src/db/batch.js'
-import { createDatabase, NEEDS_SERVER, waitForSessionsOnLock, WAITS_ON_A_LOCK } from '../helpers/database.js'
+import { createDatabase, NEEDS_SERVER, ON_CITUS, waitForSessionsOnLock, WAITS_ON_A_LOCK } from '../helpers/database.js'
 
 /**
  * Concurrent finds, creates, updates and listings share statements (src/db/batch.ts, used by
@@ -13,6 +13,10 @@ import { createDatabase, NEEDS_SERVER, waitForSessionsOnLock, WAITS_ON_A_LOCK } 
 t.test('batched statements', async (t) => {
   const dbUrl = await createDatabase(t)
   const app = await build(t, dbUrl)
+  // The SQL the checks below branch on: Citus's on a coordinator and with TEST_DB_DIALECT=citus
+  // (npm run test:citus-sql), PostgreSQL's otherwise. Were DB_DIALECT lost on the way, the
+  // Citus pass would test PostgreSQL's SQL again and pass
+  t.equal(app.sqlDialect, ON_CITUS || process.env.TEST_DB_DIALECT === 'citus' ? 'citus' : 'postgres', 'the SQL dialect of this run')
   const token = await getToken(app)
   const request = (options: Parameters<typeof call>[2]) => call(app, token, options)
   const admin = new pg.Client({ connectionString: dbUrl })
