@@ -3,10 +3,13 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { ListingPage } from '../plugins/app/books-repository.js'
+import { FIRST_VERSION, acceptedVersions, entityTag, noneMatchHolds, parseTagCondition, type TagCondition } from '../src/entity-tags.js'
 import { Message, SuccessSchema, envelope, failureSchemas } from '../src/envelope.js'
 import { ApiError, errorHandler } from '../src/errors.js'
+import { isWalk, listingCursors, nextPage, walkOf, type Position } from '../src/listing.js'
 import { BookCreateSchema, BookParamsSchema, BookPatchSchema, BookSchema, isBookId } from '../src/schemas/book.js'
 import { IdempotencyKeyHeaderSchema, idempotencyKey } from '../src/schemas/idempotency-key.js'
+import { ListingQuerySchema } from '../src/schemas/listing.js'
 
 const invalidInput = { invalidBodyMessage: Message.InvalidInput }
 
@@ -22,6 +25,14 @@ const EVERY_ROUTE = {
   503: [Message.ServiceUnavailable]
 } as const
 const WITH_BODY = { 413: [Message.PayloadTooLarge], 415: [Message.UnsupportedMediaType] } as const
+const ETAG_HEADER = { ETag: { type: 'string', description: 'The book\'s entity tag, strong; it changes whenever the book does' } }
+const IF_MATCH = Type.Object({
+  'if-match': Type.Optional(Type.String({
+    description: 'Only if the book\'s current ETag is one of these (strong comparison), or * for any existing book; otherwise 412 and nothing changes'
+  }))
+})
+/** A query string or header its schema rejects: the contract's `Invalid input`. */
+const invalidQuery = () => new ApiError(400, Message.InvalidInput)
 
 /** Up to this many books are answered in one piece; a longer listing is streamed. */
 const SMALL_LISTING = 1000
@@ -43,11 +54,11 @@ const LISTING_START = `{"status":200,"message":"${Message.BooksRetrieved}","data
  * the first piece cannot change the status any more: the stream errors, the connection is cut
  * and the body stays incomplete JSON, so no client takes a partial list for the whole one.
  */
-function listingStream (first: ListingPage, repository: FastifyInstance['booksRepository']): Readable {
+function listingStream (first: ListingPage, readPage: (after: Position, limit: number, signal: AbortSignal) => Promise<ListingPage>): Readable {
   const readAfter = (page: ListingPage) => {
     // A short page is the last: no need to ask for more
-    if (page.count < STREAM_PAGE || page.lastId === null) return null
-    const reading = repository.pageAfter(page.lastId, STREAM_PAGE, departed.signal)
+    if (page.count < STREAM_PAGE || page.last === null) return null
+    const reading = readPage(page.last, STREAM_PAGE, departed.signal)
     // Awaited in read(); this only keeps a read left behind by a departed client from being unhandled
     reading.catch(() => {})
     return reading
@@ -103,8 +114,28 @@ function sendWrittenJson (reply: FastifyReply, json: string | Readable) {
   return reply.type('application/json; charset=utf-8').send(json as never)
 }
 
+/**
+ * A conditional header as the route's book needs it; a malformed one is `Invalid input`, unless
+ * the book is missing, which is answered `404` whatever the header says.
+ */
+async function tagCondition (value: string | undefined, id: string, repository: FastifyInstance['booksRepository']): Promise<TagCondition | undefined> {
+  const condition = parseTagCondition(value)
+  if (condition !== null) return condition
+  throw await repository.exists(id) ? new ApiError(400, Message.InvalidInput) : new ApiError(404, Message.BookNotFound)
+}
+
 const books: FastifyPluginAsyncTypebox = async (fastify) => {
   const { booksRepository, authenticate } = fastify
+  const cursors = listingCursors(fastify.config.SECRET_TOKEN)
+  const readPlainPage = (after: Position, limit: number, signal: AbortSignal) => booksRepository.pageAfter(after.id, limit, signal)
+
+  /** The envelope of up to SMALL_LISTING books in one piece, or of more streamed page by page. */
+  function sendListing (reply: FastifyReply, first: ListingPage, readPage: Parameters<typeof listingStream>[1]) {
+    return sendWrittenJson(reply, first.count <= SMALL_LISTING
+      ? `${LISTING_START}${first.json}]}`
+      // Too many to hold: stream them, page by page, as the client reads
+      : listingStream(first, readPage))
+  }
 
   // Registered inside this plugin, so it guards exactly the book routes
   fastify.addHook('onRequest', authenticate)
@@ -132,7 +163,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       headers: Type.Object({ 'idempotency-key': Type.Optional(IdempotencyKeyHeaderSchema) }),
       body: BookCreateSchema,
       response: {
-        201: SuccessSchema(201, Message.BookCreated, BookSchema, EXAMPLE_BOOK),
+        201: SuccessSchema(201, Message.BookCreated, BookSchema, EXAMPLE_BOOK, ETAG_HEADER),
         ...failureSchemas({
           ...EVERY_ROUTE,
           ...WITH_BODY,
@@ -151,26 +182,48 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       case 'mismatch':
         throw new ApiError(422, Message.IdempotencyKeyReused)
       default:
-        return reply.code(201).send(envelope(201, Message.BookCreated, created.book))
+        return reply.code(201).header('etag', entityTag(created.book.id, FIRST_VERSION)).send(envelope(201, Message.BookCreated, created.book))
     }
   })
 
   fastify.get('/books', {
+    schemaErrorFormatter: invalidQuery,
     schema: {
       ...documented,
-      summary: 'List every book, in ascending id order',
+      summary: 'List books: every book in id order, or a page, filtered and sorted',
+      description: 'Without parameters, every book in ascending id order. With `limit`, one page; a `Link` header ' +
+        '(rel="next") names the next one while more may follow. Invalid parameters, a parameter given twice or ' +
+        'a cursor not made for this sort and these filters: 400 Invalid input.',
       operationId: 'listBooks',
+      querystring: ListingQuerySchema,
       response: {
-        200: SuccessSchema(200, Message.BooksRetrieved, Type.Array(BookSchema), [EXAMPLE_BOOK]),
-        ...failureSchemas({ ...EVERY_ROUTE, 400: BAD_REQUEST })
+        200: SuccessSchema(200, Message.BooksRetrieved, Type.Array(BookSchema), [EXAMPLE_BOOK], {
+          Link: { type: 'string', description: 'The next page, `</books?...>; rel="next"`, while more books may follow a page' }
+        }),
+        ...failureSchemas({ ...EVERY_ROUTE, 400: [Message.InvalidInput, ...BAD_REQUEST] })
       }
     }
   }, async function (request, reply) {
-    const first = await booksRepository.firstPage(SMALL_LISTING + 1)
-    return sendWrittenJson(reply, first.count <= SMALL_LISTING
-      ? `${LISTING_START}${first.json}]}`
-      // Too many to hold: stream them, page by page, as the client reads
-      : listingStream(first, booksRepository))
+    const { query } = request
+    if (!isWalk(query)) {
+      // Every book, as the contract's listing always was
+      return sendListing(reply, await booksRepository.firstPage(SMALL_LISTING + 1), readPlainPage)
+    }
+    const walk = walkOf(query)
+    if (walk === null) throw invalidQuery()
+    const position = query.cursor === undefined ? null : cursors.decode(walk, query.cursor)
+    if (position === null && query.cursor !== undefined) throw invalidQuery()
+    if (query.limit !== undefined) {
+      const limit = Number(query.limit)
+      const page = await booksRepository.walkPage(walk, position, limit)
+      // A full page may have more after it; the page after the last full one is empty
+      if (page.count === limit && page.last !== null) {
+        reply.header('link', `<${nextPage(query, cursors.encode(walk, page.last))}>; rel="next"`)
+      }
+      return sendWrittenJson(reply, `${LISTING_START}${page.json}]}`)
+    }
+    return sendListing(reply, await booksRepository.walkPage(walk, position, SMALL_LISTING + 1),
+      (after, limit, signal) => booksRepository.walkPage(walk, after, limit, signal))
   })
 
   fastify.get('/book/:id', {
@@ -180,15 +233,26 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Read a book',
       operationId: 'getBook',
       params: BookParamsSchema,
+      headers: Type.Object({
+        'if-none-match': Type.Optional(Type.String({
+          description: 'When the book\'s current ETag is one of these (weak comparison), or * : 304 Not Modified, without a body'
+        }))
+      }),
       response: {
-        200: SuccessSchema(200, Message.BookRetrieved, BookSchema, EXAMPLE_BOOK),
-        ...failureSchemas({ ...EVERY_ROUTE, 400: BAD_REQUEST, 404: [Message.BookNotFound] })
+        200: SuccessSchema(200, Message.BookRetrieved, BookSchema, EXAMPLE_BOOK, ETAG_HEADER),
+        304: { description: 'Not Modified: the book still has an ETag that If-None-Match names', headers: ETAG_HEADER, type: 'null' },
+        ...failureSchemas({ ...EVERY_ROUTE, 400: [Message.InvalidInput, ...BAD_REQUEST], 404: [Message.BookNotFound] })
       }
     }
-  }, async function (request) {
-    const book = await booksRepository.find(request.params.id)
-    if (book === null) throw new ApiError(404, Message.BookNotFound)
-    return envelope(200, Message.BookRetrieved, book)
+  }, async function (request, reply) {
+    const { id } = request.params
+    const stored = await booksRepository.find(id)
+    if (stored === null) throw new ApiError(404, Message.BookNotFound)
+    const tag = entityTag(id, stored.version)
+    reply.header('etag', tag)
+    const condition = await tagCondition(request.headers['if-none-match'], id, booksRepository)
+    if (condition !== undefined && !noneMatchHolds(condition, id, stored.version)) return reply.code(304).send()
+    return envelope(200, Message.BookRetrieved, stored.book)
   })
 
   fastify.put('/book/:id', {
@@ -200,16 +264,27 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Update the fields of a book given in the body; absent ones keep their values',
       operationId: 'updateBook',
       params: BookParamsSchema,
+      headers: IF_MATCH,
       body: BookPatchSchema,
       response: {
-        200: SuccessSchema(200, Message.BookUpdated, BookSchema, EXAMPLE_BOOK),
-        ...failureSchemas({ ...EVERY_ROUTE, ...WITH_BODY, 400: [Message.InvalidInput, ...BAD_REQUEST], 404: [Message.BookNotFound] })
+        200: SuccessSchema(200, Message.BookUpdated, BookSchema, EXAMPLE_BOOK, ETAG_HEADER),
+        ...failureSchemas({
+          ...EVERY_ROUTE,
+          ...WITH_BODY,
+          400: [Message.InvalidInput, ...BAD_REQUEST],
+          404: [Message.BookNotFound],
+          412: [Message.PreconditionFailed]
+        })
       }
     }
-  }, async function (request) {
-    const book = await booksRepository.update(request.params.id, request.body)
-    if (book === null) throw new ApiError(404, Message.BookNotFound)
-    return envelope(200, Message.BookUpdated, book)
+  }, async function (request, reply) {
+    const { id } = request.params
+    const condition = await tagCondition(request.headers['if-match'], id, booksRepository)
+    const updated = await booksRepository.update(id, request.body, condition === undefined ? null : acceptedVersions(condition, id))
+    if (updated === 'missing') throw new ApiError(404, Message.BookNotFound)
+    if (updated === 'mismatch') throw new ApiError(412, Message.PreconditionFailed)
+    reply.header('etag', entityTag(id, updated.version))
+    return envelope(200, Message.BookUpdated, updated.book)
   })
 
   fastify.delete('/book/:id', {
@@ -219,14 +294,25 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Delete a book',
       operationId: 'deleteBook',
       params: BookParamsSchema,
+      headers: IF_MATCH,
       response: {
         200: SuccessSchema(200, Message.BookDeleted, Type.Null(), null),
         // Bad request also for a body that is sent and cannot be parsed
-        ...failureSchemas({ ...EVERY_ROUTE, ...WITH_BODY, 400: BAD_REQUEST, 404: [Message.BookNotFound] })
+        ...failureSchemas({
+          ...EVERY_ROUTE,
+          ...WITH_BODY,
+          400: [Message.InvalidInput, ...BAD_REQUEST],
+          404: [Message.BookNotFound],
+          412: [Message.PreconditionFailed]
+        })
       }
     }
   }, async function (request) {
-    if (!await booksRepository.delete(request.params.id)) throw new ApiError(404, Message.BookNotFound)
+    const { id } = request.params
+    const condition = await tagCondition(request.headers['if-match'], id, booksRepository)
+    const deleted = await booksRepository.delete(id, condition === undefined ? null : acceptedVersions(condition, id))
+    if (deleted === 'missing') throw new ApiError(404, Message.BookNotFound)
+    if (deleted === 'mismatch') throw new ApiError(412, Message.PreconditionFailed)
     return envelope(200, Message.BookDeleted, null)
   })
 }

@@ -32,6 +32,7 @@ export const Message = {
   ExpectationFailed: 'Expectation failed',
   IdempotencyKeyInProgress: 'A request with this idempotency key is in progress',
   IdempotencyKeyReused: 'Idempotency key already used with a different body',
+  PreconditionFailed: 'Precondition failed',
   HeadersTooLarge: 'Request header fields too large',
   HttpVersionNotSupported: 'HTTP version not supported',
   InternalServerError: 'Internal server error',
@@ -96,12 +97,19 @@ function examples (status: number, messages: readonly MessageText[], data: unkno
   return Object.fromEntries(messages.map((message) => [message, { value: envelope(status, message, data) }]))
 }
 
-/** The response schema of a route's success: its one message, `example` as the data. */
-export function SuccessSchema<T extends TSchema> (status: number, message: MessageText, data: T, example: Static<T>) {
-  return EnvelopeSchema(data, { 'x-response-description': message, 'x-examples': examples(status, [message], example) })
+/**
+ * The response schema of a route's success: its one message, `example` as the data, and the
+ * response headers it documents (@fastify/swagger reads `headers`; the serializer ignores it).
+ */
+export function SuccessSchema<T extends TSchema> (status: number, message: MessageText, data: T, example: Static<T>, headers?: Record<string, unknown>) {
+  return EnvelopeSchema(data, {
+    'x-response-description': message,
+    'x-examples': examples(status, [message], example),
+    ...(headers === undefined ? {} : { headers })
+  })
 }
 
-type FailureStatus = 400 | 401 | 404 | 409 | 413 | 415 | 422 | 429 | 500 | 503
+type FailureStatus = 400 | 401 | 404 | 409 | 412 | 413 | 415 | 422 | 429 | 500 | 503
 
 /**
  * The response schemas of a route's failures, from each status it can answer to the messages it

@@ -23,14 +23,18 @@ export const HTTP_SERVER_OPTIONS: ServerOptions = {
  */
 export const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE'] as const
 
-/** The request headers a client of the API sets itself: the token, the body's type, a create's key. */
-export const REQUEST_HEADERS = ['Authorization', 'Content-Type', 'Idempotency-Key'] as const
+/**
+ * The request headers a client of the API sets itself: the token, the body's type, a create's
+ * key, the preconditions on a book's ETag.
+ */
+export const REQUEST_HEADERS = ['Authorization', 'Content-Type', 'Idempotency-Key', 'If-Match', 'If-None-Match'] as const
 
 /**
  * The response headers a browser's script may read besides the simple ones: the request id,
- * which matches an answer to its log line, and the wait that comes with a 429 or a 503.
+ * which matches an answer to its log line, the wait that comes with a 429 or a 503, a book's
+ * ETag and the Link to a listing's next page.
  */
-export const EXPOSED_HEADERS = ['X-Request-Id', 'Retry-After'] as const
+export const EXPOSED_HEADERS = ['X-Request-Id', 'Retry-After', 'ETag', 'Link'] as const
 
 /**
  * How many fields named `name` (lower case) a request's `rawHeaders` holds: Node keeps only the

@@ -10,6 +10,7 @@ import pLimit, { type LimitFunction } from 'p-limit'
 import type { QueryResultRow } from 'pg'
 import { batched } from '../../src/db/batch.js'
 import { boundedQuery } from '../../src/db/bounded-query.js'
+import type { Position, Walk } from '../../src/listing.js'
 import type { Book, BookCreate, BookPatch } from '../../src/schemas/book.js'
 
 declare module 'fastify' {
@@ -23,18 +24,25 @@ interface BookRow {
   title: string
   author: string
   year: number
+  version: number
 }
 
-/** A page of the listing: its books as comma-separated Book JSON, their count and last id. */
+/** A book as stored, with its version (src/entity-tags.ts). */
+export interface StoredBook {
+  book: Book
+  version: number
+}
+
+/** A page of a listing: its books as comma-separated Book JSON, their count, where it ended. */
 export interface ListingPage {
   count: number
-  lastId: string | null
+  last: Position | null
   json: string
 }
 
 /** bigint arrives from pg as a string; ids stay below 2^53 (on Citus too: docs/deployment.md, Ids), so a JSON number is exact. */
-function toBook (row: BookRow): Book {
-  return { id: Number(row.id), title: row.title, author: row.author, year: row.year }
+function toStored (row: BookRow): StoredBook {
+  return { book: { id: Number(row.id), title: row.title, author: row.author, year: row.year }, version: row.version }
 }
 
 /** The stored fields of a create's body: unknown fields are neither stored nor compared. */
@@ -57,6 +65,13 @@ function fingerprint (book: BookCreate): Buffer {
  */
 export function keyLock (key: string): string {
   return createHash('sha256').update(key).digest().readBigInt64BE().toString()
+}
+
+interface UpdateCall {
+  id: string
+  patch: BookPatch
+  /** The versions the update is allowed on (If-Match); null: any. */
+  versions: number[] | null
 }
 
 interface CreateCall {
@@ -88,7 +103,7 @@ function knownKey (call: CreateCall, stored: StoredKey | undefined): CreateOutco
 // Unnamed statements: a named (prepared) one lives in a session, which a pooler in transaction
 // mode (PgBouncer) hands to whoever comes next. The batched statements take arrays: one
 // statement answers every call of a batch (src/db/batch.ts)
-const FIND = 'SELECT id, title, author, year FROM books WHERE id = ANY($1::bigint[])'
+const FIND = 'SELECT id, title, author, year, version FROM books WHERE id = ANY($1::bigint[])'
 const EXISTS = 'SELECT 1 FROM books WHERE id = $1'
 // Creates, with or without an idempotency key, one statement per batch. Ids are drawn in the
 // order of the calls. A key is taken with a transaction-level advisory lock that its writer holds
@@ -157,34 +172,111 @@ const SWEEP_KEYS_CITUS = sweepKeys('')
 // fields all take effect. A batch never holds two updates of one book (see `update`). The rows
 // are locked in id order first: two batches (of two instances, or one sent while the one before
 // still waits on a lock) would otherwise lock rows in different orders and could deadlock.
+// `match`, when not null, lists the versions the update is allowed on (If-Match): in READ
+// COMMITTED the condition is checked again on the row as its lock left it, so the check and
+// the write are one step. An update that changes the book adds one to its version, and marks
+// each field it changes with its transaction (src/db/migrations.ts, version 3).
+const changes = (title: string, author: string, year: string) => `title = COALESCE(${title}, books.title),
+           author = COALESCE(${author}, books.author),
+           year = COALESCE(${year}, books.year),
+           version = books.version + coalesce(${title} <> books.title OR ${author} <> books.author OR ${year} <> books.year, false)::int4,
+           title_xid = CASE WHEN ${title} <> books.title THEN pg_current_xact_id() ELSE books.title_xid END,
+           author_xid = CASE WHEN ${author} <> books.author THEN pg_current_xact_id() ELSE books.author_xid END,
+           year_xid = CASE WHEN ${year} <> books.year THEN pg_current_xact_id() ELSE books.year_xid END`
 const UPDATE = `WITH patch AS MATERIALIZED (
-           SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int4[]) AS p(id, title, author, year)
+           SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int4[], $5::text[]) AS p(id, title, author, year, match)
          ), locked AS MATERIALIZED (
            SELECT books.id FROM books JOIN patch USING (id) ORDER BY books.id FOR UPDATE OF books
          )
-         UPDATE books SET
-           title = COALESCE(patch.title, books.title),
-           author = COALESCE(patch.author, books.author),
-           year = COALESCE(patch.year, books.year)
+         UPDATE books SET ${changes('patch.title', 'patch.author', 'patch.year')}
          FROM patch JOIN locked USING (id)
-         WHERE books.id = patch.id
-         RETURNING books.id, books.title, books.author, books.year`
+         WHERE books.id = patch.id AND (patch.match IS NULL OR books.version = ANY(patch.match::int4[]))
+         RETURNING books.id, books.title, books.author, books.year, books.version`
 // On Citus, one statement per update, each on one shard, locking one row: Citus locks no rows
 // across shards. A batch in one statement would write a shard per book, commit on every worker
 // at once (two-phase commit), and wait for every other multi-shard write on those shards. Measured
 // on Citus, a statement per book keeps up with it (docs/deployment.md, Citus)
-const UPDATE_ONE = `UPDATE books SET
-           title = COALESCE($2, title),
-           author = COALESCE($3, author),
-           year = COALESCE($4::int4, year)
-         WHERE id = $1
-         RETURNING id, title, author, year`
-const DELETE = 'DELETE FROM books WHERE id = $1'
+const UPDATE_ONE = `UPDATE books SET ${changes('$2::text', '$3::text', '$4::int4')}
+         WHERE id = $1 AND ($5::int4[] IS NULL OR version = ANY($5::int4[]))
+         RETURNING books.id, books.title, books.author, books.year, books.version`
+// `$2`, when not null, lists the versions the delete is allowed on (If-Match)
+const DELETE = 'DELETE FROM books WHERE id = $1 AND ($2::int4[] IS NULL OR version = ANY($2::int4[]))'
 // PostgreSQL writes the JSON of a page of the listing itself: one string reaches Node instead of
 // rows to parse, build and serialize again
 const LISTING_PAGE = `SELECT count(*)::int4 AS count, max(id)::text AS last_id,
                 coalesce(string_agg(row_to_json(page)::text, ',' ORDER BY id), '') AS json
          FROM (SELECT id, title, author, year FROM books WHERE id > $1 ORDER BY id LIMIT $2) page`
+
+/** The expression each sort orders by: titles and authors by code point, as their indexes are. */
+const SORT_KEYS = { id: 'id', title: 'title COLLATE "C"', author: 'author COLLATE "C"', year: 'year' } as const
+/** The column that says which transaction last changed each sort field (src/db/migrations.ts, version 3). */
+const CHANGED_BY = { title: 'title_xid', author: 'author_xid', year: 'year_xid' } as const
+
+/** An ILIKE pattern for the strings that contain `text` as it is: `%`, `_` and `\` are escaped. */
+function containing (text: string): string {
+  return `%${text.replace(/[\\%_]/g, '\\$&')}%`
+}
+
+interface WalkPageRow {
+  count: number
+  json: string
+  last_id: string | null
+  last_key?: string | null
+  snapshot?: string
+}
+
+/**
+ * The statement of one page of a walk (src/listing.ts): up to `limit` books of its filters, in
+ * its order, after `position`. Built from fixed pieces; every value is a parameter.
+ *
+ * A keyset page: after the book with sort key k and id i come the other books with key k and
+ * a higher id, then those with a key beyond k. Each of the two is one range of an index of the
+ * sort (src/db/migrations.ts), read from where the walk stands, so a deep page costs what the
+ * first does; the second is not read at all when the first fills the page.
+ *
+ * When sorting by a field, the first page also answers its snapshot, and later pages leave out
+ * the books whose sort field a transaction changed that the snapshot does not see as committed:
+ * such a book may have been listed already at its old place. A book whose sort field did not
+ * change stays in its place, and is listed exactly once. A transaction id beyond any this server
+ * has issued comes from another cluster (a restored dump): it is no change made during the walk.
+ */
+function walkPageQuery (walk: Walk, position: Position | null, limit: number): { text: string, values: unknown[] } {
+  const values: unknown[] = [limit]
+  const parameter = (value: unknown, type: string) => `$${values.push(value)}::${type}`
+  const filters: string[] = []
+  if (walk.title !== undefined) filters.push(`title ILIKE ${parameter(containing(walk.title), 'text')}`)
+  if (walk.author !== undefined) filters.push(`author ILIKE ${parameter(containing(walk.author), 'text')}`)
+  if (walk.yearFrom !== undefined) filters.push(`year >= ${parameter(walk.yearFrom, 'int4')}`)
+  if (walk.yearTo !== undefined) filters.push(`year <= ${parameter(walk.yearTo, 'int4')}`)
+  const key = SORT_KEYS[walk.field]
+  const direction = walk.descending ? ' DESC' : ''
+  const order = walk.field === 'id' ? `id${direction}` : `${key}${direction}, id`
+  const last = walk.field === 'id' ? `id${walk.descending ? '' : ' DESC'}` : `${key}${walk.descending ? '' : ' DESC'}, id DESC`
+  const select = (conditions: string[], orderBy: string) => 'SELECT id, title, author, year FROM books' +
+    (conditions.length === 0 ? '' : ` WHERE ${conditions.join(' AND ')}`) + ` ORDER BY ${orderBy} LIMIT $1`
+  let books: string
+  if (position === null) {
+    books = select(filters, order)
+  } else if (walk.field === 'id') {
+    books = select([...filters, `id ${walk.descending ? '<' : '>'} ${parameter(position.id, 'int8')}`], order)
+  } else {
+    const changedBy = CHANGED_BY[walk.field]
+    const snapshot = parameter(position.snapshot, 'pg_snapshot')
+    const unmoved = `(${changedBy} IS NULL OR pg_visible_in_snapshot(${changedBy}, ${snapshot}) ` +
+      `OR ${changedBy} >= (SELECT pg_snapshot_xmax(pg_current_snapshot())))`
+    const at = parameter(position.key, walk.field === 'year' ? 'int4' : 'text')
+    const id = parameter(position.id, 'int8')
+    books = `(${select([...filters, unmoved, `${key} = ${at}`, `id > ${id}`], 'id')}) UNION ALL ` +
+      `(${select([...filters, unmoved, `${key} ${walk.descending ? '<' : '>'} ${at}`], order)}) LIMIT $1`
+  }
+  const text = `SELECT count(*)::int4 AS count,
+           coalesce(string_agg(row_to_json(page)::text, ',' ORDER BY ${order}), '') AS json,
+           (array_agg(id ORDER BY ${last}))[1]::text AS last_id` +
+    (walk.field === 'id' ? '' : `, (array_agg(${walk.field}::text ORDER BY ${last}))[1] AS last_key`) +
+    (walk.field === 'id' || position !== null ? '' : ', pg_current_snapshot()::text AS snapshot') +
+    ` FROM (${books}) page`
+  return { text, values }
+}
 
 /**
  * All SQL of the service. Ids are passed as the decimal strings `isBookId` accepted.
@@ -207,9 +299,9 @@ const LISTING_PAGE = `SELECT count(*)::int4 AS count, max(id)::text AS last_id,
 export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunction, dialect: 'postgres' | 'citus' = 'postgres') {
   const query = <R extends QueryResultRow>(text: string, values: unknown[]) => boundedQuery<R>(pg.pool, { text, values })
 
-  const finds = batched<string, Book | null>(async (ids) => {
+  const finds = batched<string, StoredBook | null>(async (ids) => {
     const { rows } = await query<BookRow>(FIND, [ids])
-    const byId = new Map(rows.map((row) => [row.id, toBook(row)]))
+    const byId = new Map(rows.map((row) => [row.id, toStored(row)]))
     return ids.map((id) => byId.get(id) ?? null)
   })
 
@@ -274,19 +366,19 @@ export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunc
   // Keys of creates in flight in this instance; a statement never holds one key twice
   const keysInFlight = new Set<string>()
 
-  const updates = batched<{ id: string, patch: BookPatch }, Book | null>(async (calls) => {
+  const updates = batched<UpdateCall, StoredBook | null>(async (calls) => {
     if (dialect === 'citus') {
       // Each its own statement: one that fails fails its own call alone
-      return Promise.all(calls.map(async ({ id, patch }) => {
+      return Promise.all(calls.map(async ({ id, patch, versions }) => {
         try {
-          const { rows: [row] } = await query<BookRow>(UPDATE_ONE, [id, patch.title ?? null, patch.author ?? null, patch.year ?? null])
-          return row === undefined ? null : toBook(row)
+          const { rows: [row] } = await query<BookRow>(UPDATE_ONE, [id, patch.title ?? null, patch.author ?? null, patch.year ?? null, versions])
+          return row === undefined ? null : toStored(row)
         } catch (err) {
           return err as Error
         }
       }))
     }
-    const answers = new Array<Book | null>(calls.length)
+    const answers = new Array<StoredBook | null>(calls.length)
     // Two updates of one book in one statement would see the same old row and one would be
     // lost: the second goes in a statement of its own, after the first
     for (let pending = calls.map((_, i) => i); pending.length > 0;) {
@@ -298,9 +390,10 @@ export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunc
         patches.map((c) => c.id),
         patches.map((c) => c.patch.title ?? null),
         patches.map((c) => c.patch.author ?? null),
-        patches.map((c) => c.patch.year ?? null)
+        patches.map((c) => c.patch.year ?? null),
+        patches.map((c) => c.versions === null ? null : `{${c.versions.join(',')}}`)
       ])
-      const byId = new Map(rows.map((row) => [row.id, toBook(row)]))
+      const byId = new Map(rows.map((row) => [row.id, toStored(row)]))
       for (const i of round) answers[i] = byId.get(calls[i]!.id) ?? null
     }
     return answers
@@ -312,7 +405,36 @@ export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunc
       signal?.throwIfAborted()
       return query<{ count: number, last_id: string | null, json: string }>(LISTING_PAGE, [afterId, limit])
     })
-    return { count: row!.count, lastId: row!.last_id, json: row!.json }
+    return { count: row!.count, last: row!.last_id === null ? null : { key: null, id: row!.last_id, snapshot: null }, json: row!.json }
+  }
+
+  async function walkPage (walk: Walk, position: Position | null, limit: number, signal?: AbortSignal): Promise<ListingPage> {
+    const { text, values } = walkPageQuery(walk, position, limit)
+    const { rows: [row] } = await listingQueries(() => {
+      signal?.throwIfAborted()
+      return query<WalkPageRow>(text, values)
+    })
+    const { count, json, last_id: lastId, last_key: lastKey, snapshot } = row!
+    if (lastId === null) return { count, json, last: null }
+    return {
+      count,
+      json,
+      last: {
+        key: walk.field === 'id' ? null : walk.field === 'year' ? Number(lastKey) : lastKey!,
+        id: lastId,
+        snapshot: snapshot ?? position?.snapshot ?? null
+      }
+    }
+  }
+
+  /** Whether the book a call with `versions` did not change is there (`mismatch`) or not. */
+  async function unchanged (id: string, versions: number[] | null): Promise<'missing' | 'mismatch'> {
+    return versions !== null && await exists(id) ? 'mismatch' : 'missing'
+  }
+
+  async function exists (id: string): Promise<boolean> {
+    const { rowCount } = await query(EXISTS, [id])
+    return rowCount === 1
   }
 
   // Listings that start together share the query of their first page. Each still reads after
@@ -348,18 +470,22 @@ export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunc
       return rowCount ?? 0
     },
 
-    find: (id: string): Promise<Book | null> => finds.load(id),
+    find: (id: string): Promise<StoredBook | null> => finds.load(id),
 
-    async exists (id: string): Promise<boolean> {
-      const { rowCount } = await query(EXISTS, [id])
-      return rowCount === 1
+    exists,
+
+    /**
+     * Updates the fields `patch` gives; with `versions`, only a book at one of them (If-Match).
+     * `mismatch`: the book is there at another version, and nothing changed.
+     */
+    async update (id: string, patch: BookPatch, versions: number[] | null = null): Promise<StoredBook | 'missing' | 'mismatch'> {
+      return await updates.load({ id, patch, versions }) ?? unchanged(id, versions)
     },
 
-    update: (id: string, patch: BookPatch): Promise<Book | null> => updates.load({ id, patch }),
-
-    async delete (id: string): Promise<boolean> {
-      const { rowCount } = await query(DELETE, [id])
-      return rowCount === 1
+    /** Deletes a book; with `versions`, only a book at one of them (If-Match). */
+    async delete (id: string, versions: number[] | null = null): Promise<'deleted' | 'missing' | 'mismatch'> {
+      const { rowCount } = await query(DELETE, [id, versions])
+      return rowCount === 1 ? 'deleted' : unchanged(id, versions)
     },
 
     /** The start of the listing: up to `limit` books with the lowest ids. */
@@ -371,7 +497,10 @@ export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunc
      * and a listing holds no connection or transaction while the client reads. Once `signal` is
      * aborted, a query still waiting for its turn is not sent (the promise rejects).
      */
-    pageAfter
+    pageAfter,
+
+    /** A page of a walk (src/listing.ts): up to `limit` books after `position`, or from its start. */
+    walkPage
   }
 }
 

@@ -1,11 +1,22 @@
 /**
  * The table structure, as an ordered list of versioned steps. A step is never edited once it
  * has shipped: a change is a new step with the next version.
+ *
+ * A step runs in a transaction of its own, with the row that records it, unless it builds an
+ * `index`: then it is one `CREATE INDEX CONCURRENTLY`, which cannot run in a transaction and
+ * does not block reads or writes while it builds (plugins/app/migrate.ts).
  */
 export interface Migration {
   version: number
   name: string
   sql: string
+  /** The index a `CREATE INDEX CONCURRENTLY` step builds (see above). */
+  index?: string
+}
+
+/** An index built without blocking reads or writes of its table (see `Migration`). */
+function concurrentIndex (version: number, name: string, definition: string): Migration {
+  return { version, name: `index ${name}`, sql: `CREATE INDEX CONCURRENTLY IF NOT EXISTS ${name} ON ${definition}`, index: name }
 }
 
 export const migrations: readonly Migration[] = [
@@ -32,7 +43,35 @@ export const migrations: readonly Migration[] = [
       created_at timestamptz NOT NULL DEFAULT now()
     );
     CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at)`
-  }
+  },
+  {
+    version: 3,
+    name: 'track changes of books',
+    // `version` makes a book's ETag; it grows by one with each update that changes the book.
+    // `*_xid`: the transaction that last changed that field (null: not since the book was
+    // created); a walk over the pages of a sorted listing leaves out, after its first page, the
+    // books whose sort field changed after it began (plugins/app/books-repository.ts, walks).
+    // A column with a constant default is added without rewriting the table. pg_trgm (in
+    // PostgreSQL's contrib and PGlite's) indexes the substring filters below
+    sql: `ALTER TABLE books
+      ADD COLUMN version integer NOT NULL DEFAULT 1,
+      ADD COLUMN title_xid xid8,
+      ADD COLUMN author_xid xid8,
+      ADD COLUMN year_xid xid8;
+    CREATE EXTENSION IF NOT EXISTS pg_trgm`
+  },
+  // The keyset pages of each sort: ties are broken by id ascending in both directions, so a
+  // descending sort has an index of its own, read forwards. Titles and authors sort by code
+  // point ("C"), whatever the database's collation
+  concurrentIndex(4, 'books_title', 'books (title COLLATE "C", id)'),
+  concurrentIndex(5, 'books_title_descending', 'books (title COLLATE "C" DESC, id)'),
+  concurrentIndex(6, 'books_author', 'books (author COLLATE "C", id)'),
+  concurrentIndex(7, 'books_author_descending', 'books (author COLLATE "C" DESC, id)'),
+  concurrentIndex(8, 'books_year', 'books (year, id)'),
+  concurrentIndex(9, 'books_year_descending', 'books (year DESC, id)'),
+  // The `title` and `author` filters: ILIKE on trigrams
+  concurrentIndex(10, 'books_title_trigrams', 'books USING gin (title gin_trgm_ops)'),
+  concurrentIndex(11, 'books_author_trigrams', 'books USING gin (author gin_trgm_ops)')
 ]
 
 /**

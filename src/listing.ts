@@ -1,0 +1,122 @@
+/**
+ * What a `GET /books` with query parameters asks for (a walk: its order and filters), where a
+ * walk goes on (a position, carried between pages in a signed cursor), and the `Link` to the next
+ * page. The SQL of a walk is in plugins/app/books-repository.ts; docs/api.md, Pages, has the rules.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto'
+import { isBookId } from './schemas/book.js'
+import { YEAR_MAX, YEAR_MIN } from './schemas/book-limits.js'
+import type { ListingQuery } from './schemas/listing.js'
+
+export type SortField = 'id' | 'title' | 'author' | 'year'
+
+/** The books of a listing and their order. */
+export interface Walk {
+  field: SortField
+  descending: boolean
+  title?: string
+  author?: string
+  yearFrom?: number
+  yearTo?: number
+}
+
+/**
+ * Where a walk stands: the last book listed, by its sort key (`key`, null when sorting by id) and
+ * id. A walk sorted by a field other than id also carries the snapshot of its first page
+ * (`pg_current_snapshot()` as text): later pages leave out the books whose sort field changed
+ * after it, which an earlier page may have listed at their old place.
+ */
+export interface Position {
+  key: string | number | null
+  id: string
+  snapshot: string | null
+}
+
+/** Whether a query asks for more than today's listing (every book, by id). */
+export function isWalk (query: ListingQuery): boolean {
+  return query.limit !== undefined || query.sort !== undefined || query.title !== undefined ||
+    query.author !== undefined || query.year_from !== undefined || query.year_to !== undefined ||
+    query.cursor !== undefined
+}
+
+function year (text: string | undefined): number | undefined | null {
+  if (text === undefined) return undefined
+  const value = Number(text)
+  return value >= YEAR_MIN && value <= YEAR_MAX ? value : null
+}
+
+/** The walk a query (already matched by its schema) asks for; null for a year bound out of range. */
+export function walkOf (query: ListingQuery): Walk | null {
+  const sort = query.sort ?? 'id'
+  const descending = sort.startsWith('-')
+  const yearFrom = year(query.year_from)
+  const yearTo = year(query.year_to)
+  if (yearFrom === null || yearTo === null) return null
+  return {
+    field: (descending ? sort.slice(1) : sort) as SortField,
+    descending,
+    ...(query.title === undefined ? {} : { title: query.title }),
+    ...(query.author === undefined ? {} : { author: query.author }),
+    ...(yearFrom === undefined ? {} : { yearFrom }),
+    ...(yearTo === undefined ? {} : { yearTo })
+  }
+}
+
+const CURSOR_VERSION = 1
+/** Bytes of HMAC-SHA256 a cursor keeps: 128 bits, beyond guessing. */
+const TAG_BYTES = 16
+const SNAPSHOT = /^[0-9]{1,20}:[0-9]{1,20}:([0-9]{1,20}(,[0-9]{1,20})*)?$/
+
+/**
+ * Cursors made and checked with a key derived from `secret` (SECRET_TOKEN, which every instance
+ * shares): one instance reads another's, after restarts too. A cursor is the position as
+ * base64url JSON and an HMAC over it and over the walk (sort and filters), so a changed cursor,
+ * or one sent with another sort or other filters, is refused, never read as another page.
+ */
+export function listingCursors (secret: string) {
+  // A key of its own, so that nothing signed for one purpose passes for another
+  const key = createHmac('sha256', secret).update('bookkeeping listing cursor').digest()
+  const tag = (walk: Walk, payload: string) => createHmac('sha256', key)
+    .update(JSON.stringify([walk.field, walk.descending, walk.title ?? null, walk.author ?? null, walk.yearFrom ?? null, walk.yearTo ?? null]))
+    .update('\n').update(payload)
+    .digest().subarray(0, TAG_BYTES)
+
+  /** Whether a decoded position has the shape its walk's positions have. */
+  function wellFormed (walk: Walk, [version, key, id, snapshot]: unknown[]): boolean {
+    if (version !== CURSOR_VERSION || typeof id !== 'string' || !isBookId(id)) return false
+    if (walk.field === 'id') return key === null && snapshot === null
+    return (walk.field === 'year' ? Number.isInteger(key) : typeof key === 'string') &&
+      typeof snapshot === 'string' && SNAPSHOT.test(snapshot)
+  }
+
+  return {
+    encode (walk: Walk, { key, id, snapshot }: Position): string {
+      const payload = Buffer.from(JSON.stringify([CURSOR_VERSION, key, id, snapshot])).toString('base64url')
+      return `${payload}.${tag(walk, payload).toString('base64url')}`
+    },
+
+    /** The position a cursor (already matched by its schema) names for `walk`; null if it was not made for it. */
+    decode (walk: Walk, cursor: string): Position | null {
+      const [payload, signature] = cursor.split('.') as [string, string]
+      const given = Buffer.from(signature, 'base64url')
+      if (given.length !== TAG_BYTES || !timingSafeEqual(given, tag(walk, payload))) return null
+      let fields: unknown
+      try {
+        fields = JSON.parse(Buffer.from(payload, 'base64url').toString())
+      } catch {
+        return null
+      }
+      if (!Array.isArray(fields) || fields.length !== 4 || !wellFormed(walk, fields)) return null
+      return { key: fields[1], id: fields[2], snapshot: fields[3] }
+    }
+  }
+}
+
+/** The order of the parameters in a `next` link; the cursor last. */
+const LINK_PARAMETERS = ['limit', 'sort', 'title', 'author', 'year_from', 'year_to'] as const
+
+/** The path of the page after this one: the same limit, sort and filters, and `cursor`. */
+export function nextPage (query: ListingQuery, cursor: string): string {
+  const parameters = LINK_PARAMETERS.flatMap((name) => query[name] === undefined ? [] : [`${name}=${encodeURIComponent(query[name])}`])
+  return `/books?${[...parameters, `cursor=${cursor}`].join('&')}`
+}
