@@ -67,7 +67,7 @@ t.test('a listed origin', async (t) => {
       t.equal(response.body, '')
       t.equal(response.headers['access-control-allow-origin'], origin)
       t.equal(response.headers['access-control-allow-methods'], 'GET, HEAD, POST, PUT, DELETE')
-      t.equal(response.headers['access-control-allow-headers'], 'Authorization, Content-Type, Idempotency-Key')
+      t.equal(response.headers['access-control-allow-headers'], 'Authorization, Content-Type, Idempotency-Key, If-Match, If-None-Match')
       t.equal(response.headers['access-control-max-age'], '7200')
       t.notOk('access-control-allow-credentials' in response.headers, 'no credentials: the token is a header, not a cookie')
       t.match(response.headers.vary, /origin/i, 'Vary: Origin for caches')
@@ -88,7 +88,7 @@ t.test('a listed origin', async (t) => {
       const label = `${request.method} ${request.url} ${status}`
       t.equal(response.statusCode, status, label)
       t.equal(response.headers['access-control-allow-origin'], (request.headers as { origin: string }).origin, `${label}: allowed origin`)
-      t.equal(response.headers['access-control-expose-headers'], 'X-Request-Id, Retry-After', `${label}: exposed headers`)
+      t.equal(response.headers['access-control-expose-headers'], 'X-Request-Id, Retry-After, ETag, Link', `${label}: exposed headers`)
       t.match(response.headers['x-request-id'], /^[0-9a-f-]{36}$/)
       t.notOk('access-control-allow-methods' in response.headers, `${label}: preflight headers only on preflights`)
     }

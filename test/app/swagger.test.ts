@@ -146,6 +146,13 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
       const responses = operation(dereferenced, op).responses as Record<string, any>
       for (const [code, described] of Object.entries(responses)) {
         t.match(code, /^[1-5][0-9]{2}$/, `${op} ${code}: an explicit status, no range`)
+        if (code === '304') {
+          // Not Modified has no body, only the tag
+          t.equal(described.content, undefined, `${op} 304: no body`)
+          t.match(described.headers, { ETag: { schema: { type: 'string' } } }, `${op} 304: the ETag`)
+          documented.set(`${op} ${code}`, { media: '', validate: ajv.compile({}), messages: [''] })
+          continue
+        }
         const [media = '', content] = Object.entries(described.content as Record<string, any>)[0] ?? []
         t.equal(media, 'application/json', `${op} ${code}: JSON`)
         t.strictSame(content.schema.required, ['status', 'message', 'data'], `${op} ${code}: the envelope`)
@@ -171,6 +178,12 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
     t.equal(answer.statusCode, status, `${label}: status`)
     const response = documented.get(`${op} ${answer.statusCode}`)
     if (!response) return t.fail(`${label}: ${answer.statusCode} is not documented for ${op}`)
+    if (status === 304) {
+      t.equal(answer.body, '', `${label}: no body`)
+      t.ok(answer.headers.etag, `${label}: the ETag`)
+      produced.add(`${op} 304 `)
+      return
+    }
     t.match(answer.headers['content-type'], new RegExp(`^${response.media}`), `${label}: documented media type`)
     const body = JSON.parse(answer.body)
     t.ok(response.validate(body), `${label}: fits the documented schema`, { errors: response.validate.errors })
@@ -249,7 +262,19 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
 
   t.test('GET /books and GET /book/<id>', async (t) => {
     conforms(t, 'GET /books', await withToken({ method: 'GET', url: '/books' }), 200, Message.BooksRetrieved)
-    conforms(t, 'GET /book/{id}', await withToken({ method: 'GET', url: `/book/${id}` }), 200, Message.BookRetrieved)
+    const page = await withToken({ method: 'GET', url: '/books?limit=1&sort=-title&title=e' })
+    conforms(t, 'GET /books', page, 200, Message.BooksRetrieved)
+    t.match(page.headers.link, /^<\/books\?limit=1&sort=-title&title=e&cursor=[^>]+>; rel="next"$/, 'a page, with its Link')
+    const parameters = operation(dereferenced, 'GET /books').parameters as Array<Record<string, any>>
+    t.strictSame(parameters.filter((parameter) => parameter.in === 'query').map((parameter) => parameter.name),
+      ['limit', 'sort', 'title', 'author', 'year_from', 'year_to', 'cursor'], 'every query parameter documented')
+    t.match((operation(dereferenced, 'GET /books').responses as any)['200'].headers, { Link: { schema: { type: 'string' } } }, 'the Link header documented')
+    conforms(t, 'GET /books', await withToken({ method: 'GET', url: '/books?limit=0' }), 400, Message.InvalidInput)
+    const read = await withToken({ method: 'GET', url: `/book/${id}` })
+    conforms(t, 'GET /book/{id}', read, 200, Message.BookRetrieved)
+    t.match((operation(dereferenced, 'GET /book/{id}').responses as any)['200'].headers, { ETag: { schema: { type: 'string' } } }, 'the ETag header documented')
+    conforms(t, 'GET /book/{id}', await withToken({ method: 'GET', url: `/book/${id}`, headers: { 'if-none-match': read.headers.etag as string } }), 304, '')
+    conforms(t, 'GET /book/{id}', await withToken({ method: 'GET', url: `/book/${id}`, headers: { 'if-none-match': 'malformed' } }), 400, Message.InvalidInput)
     conforms(t, 'GET /book/{id}', await withToken({ method: 'GET', url: '/book/987654321' }), 404, Message.BookNotFound)
     conforms(t, 'GET /book/{id}', await withToken({ method: 'GET', url: '/book/abc' }), 404, Message.BookNotFound)
   })
@@ -263,6 +288,8 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
       400, Message.InvalidInput)
     conforms(t, 'PUT /book/{id}', await withToken({ method: 'PUT', url: '/book/987654321', payload: { year: 1 } }),
       404, Message.BookNotFound)
+    conforms(t, 'PUT /book/{id}', await withToken({ method: 'PUT', url: `/book/${id}`, headers: { 'if-match': '"stale"' }, payload: { year: 1 } }),
+      412, Message.PreconditionFailed)
     conforms(t, 'PUT /book/{id}', await withToken({ method: 'PUT', url: `/book/${id}`, payload: { title: 'x'.repeat(70_000) } }),
       413, Message.PayloadTooLarge)
     conforms(t, 'PUT /book/{id}', await withToken({
@@ -278,6 +305,8 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
       413, Message.PayloadTooLarge)
     conforms(t, op, await withToken({ method: 'DELETE', url: `/book/${id}`, headers: { 'content-type': 'text/plain' }, payload: 'x' }),
       415, Message.UnsupportedMediaType)
+    conforms(t, op, await withToken({ method: 'DELETE', url: `/book/${id}`, headers: { 'if-match': '"stale"' } }), 412, Message.PreconditionFailed)
+    conforms(t, op, await withToken({ method: 'DELETE', url: `/book/${id}`, headers: { 'if-match': 'malformed' } }), 400, Message.InvalidInput)
     conforms(t, op, await withToken({ method: 'DELETE', url: `/book/${id}` }), 200, Message.BookDeleted)
     conforms(t, op, await withToken({ method: 'DELETE', url: `/book/${id}` }), 404, Message.BookNotFound)
   })
