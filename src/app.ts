@@ -51,9 +51,11 @@ export const options: FastifyHttpOptions<Server> = {
   ajv: { customOptions: { coerceTypes: false } },
   // Fastify's own 503 while closing is not an envelope; in-flight requests finish instead
   return503OnClosing: false,
-  // The embedded database (DB_URL=pglite:...) creates its cluster on first start: several
-  // seconds, more on a busy machine, where fastify-cli would give up on a plugin after 10 s
-  pluginTimeout: 60_000,
+  // No bound on a plugin's start: the embedded database (DB_URL=pglite:...) creates its cluster
+  // on first start, several seconds, more on a busy machine, and a migration that builds an
+  // index on ten million books takes minutes (plugins/app/migrate.ts), where fastify-cli would
+  // give up on a plugin after 10 s. Each step bounds its own waits
+  pluginTimeout: 0,
   // What Node's parser rejects and what the router cannot decode never reach a hook: the HTTP
   // edge answers both (plugins/app/http-edge.ts)
   clientErrorHandler,

@@ -109,7 +109,9 @@ export default fp(async function migrate (fastify) {
 
   /** Holds the migration lock in an open transaction of `holder`'s, once no other instance holds it. */
   async function takeLock (holder: pg.Client) {
-    await holder.query('BEGIN; SET LOCAL idle_in_transaction_session_timeout = 0')
+    // READ COMMITTED whatever the database's default: a REPEATABLE READ transaction keeps its
+    // snapshot for as long as it lasts, and index builds would wait for it
+    await holder.query('BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL idle_in_transaction_session_timeout = 0')
     for (let waited = 0; ; waited += LOCK_POLL_MS) {
       // Without parameters: the simple protocol, whose portal ends with the statement. The
       // extended protocol's unnamed portal would keep the statement's snapshot while the

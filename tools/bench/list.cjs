@@ -1,0 +1,220 @@
+'use strict'
+/**
+ * `npm run bench:list`: the paged, sorted and filtered listing on a large table (docs/performance.md,
+ * The list at any size). A script, not a test: it prints figures and exits 0 when it ran.
+ *
+ * 1. A database of BENCH_LIST_BOOKS books (default 10,000,000), seeded with one SQL statement:
+ *    titles of three to five words drawn from 1,000 (`night` is 10 of them, so it is in about
+ *    one title of 25; `quixotic` is added to 20 titles), authors from 200 first and 500 last names
+ *    (`Tolkien` about one in 500), years 1450 to 2024. The tables are made by the migrations
+ *    without indexes, seeded, then the service is started on them: its migration builds the
+ *    indexes on the full table while a writer inserts and updates books, whose slowest write is
+ *    printed (a migration must not block writes for more than a second). The database is kept
+ *    (`bookkeeping_bench_list_<books>`) and used again by the next run; BENCH_LIST_RESEED=1 makes
+ *    it anew. Seeding 10,000,000 books took about 2 minutes here, building the indexes about 10.
+ * 2. For each sort, the first page (`limit=100`) and the page 50,000 books deep (its cursor found
+ *    by walking there in pages of 1,000); the `title` filter with the common and the rare word;
+ *    the `author` filter. Each with one client (BENCH_LIST_REQUESTS requests one after another,
+ *    default 200) and with 32 connections (autocannon, BENCH_LIST_SECONDS each, default 5):
+ *    p50 and p99 in ms, and requests per second.
+ * 3. The whole list, unfiltered, as the contract has it (`GET /books`): time, bytes, and the
+ *    service's peak resident memory (VmHWM, reset before).
+ *
+ * Environment: TEST_DB_URL (the server, default postgres://postgres@127.0.0.1:5432/postgres),
+ * BENCH_LIST_BOOKS, BENCH_LIST_RESEED, BENCH_LIST_REQUESTS, BENCH_LIST_SECONDS,
+ * BENCH_LIST_WHOLE=0 (skip step 3).
+ */
+const { spawn } = require('node:child_process')
+const { randomBytes } = require('node:crypto')
+const fs = require('node:fs')
+const http = require('node:http')
+const path = require('node:path')
+const { setTimeout: sleep } = require('node:timers/promises')
+const autocannon = require('autocannon')
+const {
+  ROOT, admin, connect, databaseUrl, freePort, issueToken, markdownTable, readMemory, runBenchmark, serviceCommand
+} = require('./common.cjs')
+
+const BOOKS = Number(process.env.BENCH_LIST_BOOKS ?? 10_000_000)
+const REQUESTS = Number(process.env.BENCH_LIST_REQUESTS ?? 200)
+const SECONDS = Number(process.env.BENCH_LIST_SECONDS ?? 5)
+const DEPTH = 50_000
+const SORTS = ['id', '-id', 'title', '-title', 'author', '-author', 'year', '-year']
+const DATABASE = `bookkeeping_bench_list_${BOOKS}`
+
+/** Words of the seeded titles: `night` is the commonest, `quixotic` is placed in 20 titles. */
+const SEED = `INSERT INTO books (title, author, year)
+  SELECT initcap(array_to_string(ARRAY(
+           SELECT words[1 + ((g::int8 * (7919 + w * 104729) + w * 15485863) % 1000)::int]
+           FROM generate_series(1, 3 + g % 3) AS w), ' ')) ||
+           CASE WHEN g % ($1::int / 20) = 7 THEN ' Quixotic' ELSE '' END,
+         firsts[1 + (g * 31 % 200)::int] || ' ' || lasts[1 + (g * 17 % 500)::int],
+         1450 + (g * 7 % 575)::int
+  FROM generate_series(1, $1::int) AS g,
+       (SELECT array_fill('night'::text, ARRAY[10]) || array_agg(word) AS words FROM (
+          SELECT 'w' || to_hex(n * 2654435761 % 4294967296) AS word FROM generate_series(1, 990) AS n) AS v) AS t,
+       (SELECT array_agg('First' || n) AS firsts FROM generate_series(1, 200) AS n) AS f,
+       (SELECT array_agg(CASE WHEN n = 1 THEN 'Tolkien' ELSE 'Last' || n END) AS lasts FROM generate_series(1, 500) AS n) AS l`
+
+async function migrations () {
+  return (await import(path.join(ROOT, 'dist', 'src', 'db', 'migrations.js'))).migrations
+}
+
+/** The kept database, with the tables but without the indexes, seeded; or as the last run left it. */
+async function database () {
+  const exists = await admin(async (client) => (await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [DATABASE])).rowCount === 1)
+  const url = databaseUrl(DATABASE)
+  if (exists && process.env.BENCH_LIST_RESEED !== '1') {
+    const count = await admin(async (client) => Number((await client.query('SELECT count(*) FROM books')).rows[0].count), url)
+    if (count >= BOOKS) return { url, seeded: null }
+  }
+  await admin(async (client) => {
+    await client.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`)
+    await client.query(`CREATE DATABASE ${DATABASE}`)
+  })
+  const started = performance.now()
+  await admin(async (client) => {
+    await client.query(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
+      applied_at timestamptz NOT NULL DEFAULT now())`)
+    for (const { version, name, sql, index } of await migrations()) {
+      if (index !== undefined) continue
+      await client.query(sql)
+      await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [version, name])
+    }
+    await client.query(SEED, [BOOKS])
+    await client.query('VACUUM ANALYZE books')
+  }, url)
+  return { url, seeded: (performance.now() - started) / 1000 }
+}
+
+/** Writes while the service migrates: the slowest insert-and-update, in ms, until `stop`. */
+async function writeDuring (url, stop) {
+  const client = await connect(url)
+  let slowest = 0
+  let writes = 0
+  try {
+    while (!stop.done) {
+      const started = performance.now()
+      const { rows: [{ id }] } = await client.query("INSERT INTO books (title, author, year) VALUES ('written during the migration', 'bench', 2000) RETURNING id")
+      await client.query('UPDATE books SET year = 2001 WHERE id = $1', [id])
+      await client.query('DELETE FROM books WHERE id = $1', [id])
+      slowest = Math.max(slowest, performance.now() - started)
+      writes++
+      await sleep(20)
+    }
+  } finally {
+    await client.end()
+  }
+  return { slowest, writes }
+}
+
+function get (agent, port, url, token) {
+  return new Promise((resolve, reject) => {
+    const started = performance.now()
+    http.get({ host: '127.0.0.1', port, path: url, agent, headers: { authorization: token } }, (res) => {
+      const chunks = []
+      res.on('data', (chunk) => chunks.push(chunk))
+      res.on('end', () => {
+        if (res.statusCode !== 200) return reject(new Error(`${url}: ${res.statusCode} ${Buffer.concat(chunks).toString().slice(0, 200)}`))
+        resolve({ ms: performance.now() - started, link: res.headers.link, body: Buffer.concat(chunks) })
+      })
+      res.on('error', reject)
+    }).on('error', reject)
+  })
+}
+
+function percentile (values, p) {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.ceil(p / 100 * sorted.length) - 1)]
+}
+
+async function singleClient (port, url, token) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+  const times = []
+  await get(agent, port, url, token)
+  for (let i = 0; i < REQUESTS; i++) times.push((await get(agent, port, url, token)).ms)
+  agent.destroy()
+  return { p50: percentile(times, 50), p99: percentile(times, 99) }
+}
+
+async function underLoad (port, url, token) {
+  const result = await autocannon({ url: `http://127.0.0.1:${port}${url}`, connections: 32, duration: SECONDS, headers: { authorization: token } })
+  if (result.non2xx > 0 || result.errors > 0) throw new Error(`${url}: ${result.non2xx} non-2xx answers, ${result.errors} errors under load`)
+  return { p50: result.latency.p50, p99: result.latency.p99, rps: result.requests.average }
+}
+
+/** The path of the page `DEPTH` books deep, sorted by `sort`, in pages of 100. */
+async function deepPage (port, sort, token) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+  let url = `/books?limit=1000&sort=${sort}`
+  for (let read = 0; read < DEPTH; read += 1000) {
+    const { link } = await get(agent, port, url, token)
+    url = /^<([^>]+)>/.exec(link)[1]
+  }
+  agent.destroy()
+  return url.replace('limit=1000', 'limit=100')
+}
+
+/** The whole list: seconds, bytes, and the service's peak resident memory while it streamed. */
+function wholeList (port, pid, token) {
+  fs.writeFileSync(`/proc/${pid}/clear_refs`, '5')
+  return new Promise((resolve, reject) => {
+    const started = performance.now()
+    let bytes = 0
+    http.get({ host: '127.0.0.1', port, path: '/books', headers: { authorization: token } }, (res) => {
+      res.on('data', (chunk) => { bytes += chunk.length })
+      res.on('end', () => resolve({ seconds: (performance.now() - started) / 1000, bytes, peak: readMemory(pid).hwm }))
+      res.on('error', reject)
+    }).on('error', reject)
+  })
+}
+
+runBenchmark('list', async (bench) => {
+  console.log(`bench:list: ${BOOKS.toLocaleString('en-US')} books, database ${DATABASE} (kept)`)
+  const { url, seeded } = await database()
+  console.log(seeded === null ? 'seeded by an earlier run' : `seeded in ${seeded.toFixed(1)} s`)
+  const port = await freePort()
+  const { command, args, env } = serviceCommand({ DB_URL: url, SECRET_TOKEN: randomBytes(36).toString('base64url'), PORT: String(port), LOG_LEVEL: 'info' })
+  const stop = { done: false }
+  const writing = writeDuring(url, stop)
+  const started = performance.now()
+  const service = bench.track(spawn(command, args, { env, stdio: ['ignore', 'pipe', 'inherit'] }))
+  let applied = ''
+  service.stdout.on('data', (chunk) => { applied += chunk.toString().split('\n').filter((line) => line.includes('applied migration')).join('\n') })
+  for (;;) {
+    if (service.exitCode !== null) throw new Error(`the service exited (${service.exitCode})`)
+    const listening = await new Promise((resolve) => http.get({ host: '127.0.0.1', port, path: '/health/live' }, (res) => { res.resume(); resolve(true) }).on('error', () => resolve(false)))
+    if (listening) break
+    await sleep(200)
+  }
+  stop.done = true
+  const { slowest, writes } = await writing
+  const migrated = (performance.now() - started) / 1000
+  const steps = applied.split('\n').filter(Boolean).length
+  console.log(`service listening after ${migrated.toFixed(1)} s (${steps} migration steps applied); ` +
+    `${writes} writes meanwhile, the slowest ${slowest.toFixed(0)} ms`)
+
+  const token = await issueToken(port)
+  const scenarios = []
+  for (const sort of SORTS) scenarios.push([`first page, sort=${sort}`, `/books?limit=100&sort=${sort}`])
+  for (const sort of SORTS) scenarios.push([`page ${DEPTH.toLocaleString('en-US')} deep, sort=${sort}`, await deepPage(port, sort, token)])
+  scenarios.push(['title=night (common), first page', '/books?limit=100&title=night'])
+  scenarios.push(['title=quixotic (rare), first page', '/books?limit=100&title=quixotic'])
+  scenarios.push(['title=night, sort=title', '/books?limit=100&title=night&sort=title'])
+  scenarios.push(['author=tolkien, first page', '/books?limit=100&author=tolkien'])
+  scenarios.push(['author=tolkien, sort=-year', '/books?limit=100&author=tolkien&sort=-year'])
+  const rows = []
+  for (const [label, path] of scenarios) {
+    const one = await singleClient(port, path, token)
+    const many = await underLoad(port, path, token)
+    rows.push([label, one.p50.toFixed(2), one.p99.toFixed(2), many.p50.toFixed(0), many.p99.toFixed(0), many.rps.toFixed(0)])
+    console.log(`${label}: ${one.p50.toFixed(2)} / ${one.p99.toFixed(2)} ms; 32 connections ${many.p50} / ${many.p99} ms, ${many.rps.toFixed(0)} req/s`)
+  }
+  console.log()
+  console.log(markdownTable(['scenario', '1 client p50 ms', 'p99 ms', '32 conn. p50 ms', 'p99 ms', 'req/s'], rows))
+  if (process.env.BENCH_LIST_WHOLE !== '0') {
+    const whole = await wholeList(port, service.pid, token)
+    console.log(`\nthe whole list (GET /books): ${whole.seconds.toFixed(1)} s, ${(whole.bytes / 1e6).toFixed(0)} MB, ` +
+      `service peak RSS ${(whole.peak / 2 ** 20).toFixed(0)} MiB`)
+  }
+})
