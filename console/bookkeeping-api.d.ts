@@ -96,7 +96,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List every book, in ascending id order */
+        /**
+         * List books: every book in id order, or a page, filtered and sorted
+         * @description Without parameters, every book in ascending id order. With `limit`, one page; a `Link` header (rel="next") names the next one while more may follow. Invalid parameters, a parameter given twice or a cursor not made for this sort and these filters: 400 Invalid input.
+         */
         get: operations["listBooks"];
         put?: never;
         post?: never;
@@ -358,6 +361,8 @@ export interface operations {
             /** @description Book created successfully */
             201: {
                 headers: {
+                    /** @description The book's entity tag, strong; it changes whenever the book does */
+                    ETag?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -481,7 +486,22 @@ export interface operations {
     };
     listBooks: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description At most this many books, 1 to 1000; when more may follow, a Link header names the next page */
+                limit?: string;
+                /** @description The order: id, title, author or year, descending with a leading -; ties by id ascending; titles and authors by Unicode code point */
+                sort?: "id" | "-id" | "title" | "-title" | "author" | "-author" | "year" | "-year";
+                /** @description Books whose title contains this text, ignoring case; %, _ and \ are ordinary characters */
+                title?: string;
+                /** @description Books whose author contains this text, ignoring case; %, _ and \ are ordinary characters */
+                author?: string;
+                /** @description Books with a year at least this */
+                year_from?: string;
+                /** @description Books with a year at most this */
+                year_to?: string;
+                /** @description Where a walk over the pages goes on: only from the Link header of the page before */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -491,6 +511,8 @@ export interface operations {
             /** @description Books retrieved successfully */
             200: {
                 headers: {
+                    /** @description The next page, `</books?...>; rel="next"`, while more books may follow a page */
+                    Link?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -506,7 +528,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Bad Request: Bad request */
+            /** @description Bad Request: Invalid input, Bad request */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -563,7 +585,10 @@ export interface operations {
     getBook: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description When the book's current ETag is one of these (weak comparison), or * : 304 Not Modified, without a body */
+                "if-none-match"?: string;
+            };
             path: {
                 /** @description The id of a book; an id no book can have (not a number, 0, over 2^63-1) is 404 */
                 id: string;
@@ -575,6 +600,8 @@ export interface operations {
             /** @description Book retrieved successfully */
             200: {
                 headers: {
+                    /** @description The book's entity tag, strong; it changes whenever the book does */
+                    ETag?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -590,7 +617,16 @@ export interface operations {
                     };
                 };
             };
-            /** @description Bad Request: Bad request */
+            /** @description Not Modified: the book still has an ETag that If-None-Match names */
+            304: {
+                headers: {
+                    /** @description The book's entity tag, strong; it changes whenever the book does */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Bad Request: Invalid input, Bad request */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -660,7 +696,10 @@ export interface operations {
     updateBook: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Only if the book's current ETag is one of these (strong comparison), or * for any existing book; otherwise 412 and nothing changes */
+                "if-match"?: string;
+            };
             path: {
                 /** @description The id of a book; an id no book can have (not a number, 0, over 2^63-1) is 404 */
                 id: string;
@@ -680,6 +719,8 @@ export interface operations {
             /** @description Book updated successfully */
             200: {
                 headers: {
+                    /** @description The book's entity tag, strong; it changes whenever the book does */
+                    ETag?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -723,6 +764,19 @@ export interface operations {
             };
             /** @description Not Found: Book not found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+            /** @description Precondition Failed: Precondition failed */
+            412: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -791,7 +845,10 @@ export interface operations {
     deleteBook: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Only if the book's current ETag is one of these (strong comparison), or * for any existing book; otherwise 412 and nothing changes */
+                "if-match"?: string;
+            };
             path: {
                 /** @description The id of a book; an id no book can have (not a number, 0, over 2^63-1) is 404 */
                 id: string;
@@ -813,7 +870,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Bad Request: Bad request */
+            /** @description Bad Request: Invalid input, Bad request */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -841,6 +898,19 @@ export interface operations {
             };
             /** @description Not Found: Book not found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+            /** @description Precondition Failed: Precondition failed */
+            412: {
                 headers: {
                     [name: string]: unknown;
                 };
