@@ -223,9 +223,9 @@ t.test('a walk under concurrent writes lists each unchanged book exactly once', 
     const otherChanged = new Set<number>()
     let round = 0
     // Books changed by another client while pages are read
-    let writing = true
+    const writing = { on: true }
     const writer = (async () => {
-      for (let i = 0; writing; i++) {
+      for (let i = 0; writing.on; i++) {
         // Not the books whose other fields change (below): those must stay listed
         const ids = [...before.keys()].filter((id) => !otherChanged.has(id))
         const id = ids[(i * 37) % ids.length]!
@@ -261,7 +261,7 @@ t.test('a walk under concurrent writes lists each unchanged book exactly once', 
       const gone = [...before.keys()][(round * 29 + 7) % before.size]!
       touched.add(gone)
       await request({ method: 'DELETE', url: `/book/${gone}` })
-    }).finally(() => { writing = false })
+    }).finally(() => { writing.on = false })
     const [{ books: listed }] = await Promise.all([walking, writer])
     const ids = listed.map((book) => book.id)
     t.equal(new Set(ids).size, ids.length, `${sort}: no book listed twice (${ids.length} listed)`)
