@@ -83,7 +83,11 @@ t.test('two instances starting together on a fresh database both come up and mig
     { column_name: 'id', data_type: 'bigint', is_nullable: 'NO', is_identity: 'YES' },
     { column_name: 'title', data_type: 'text', is_nullable: 'NO', is_identity: 'NO' },
     { column_name: 'author', data_type: 'text', is_nullable: 'NO', is_identity: 'NO' },
-    { column_name: 'year', data_type: 'integer', is_nullable: 'NO', is_identity: 'NO' }
+    { column_name: 'year', data_type: 'integer', is_nullable: 'NO', is_identity: 'NO' },
+    { column_name: 'version', data_type: 'integer', is_nullable: 'NO', is_identity: 'NO' },
+    { column_name: 'title_xid', data_type: 'xid8', is_nullable: 'YES', is_identity: 'NO' },
+    { column_name: 'author_xid', data_type: 'xid8', is_nullable: 'YES', is_identity: 'NO' },
+    { column_name: 'year_xid', data_type: 'xid8', is_nullable: 'YES', is_identity: 'NO' }
   ], 'books columns')
 })
 

@@ -1,0 +1,92 @@
+/**
+ * The migrations on a table that already holds many books (src/db/migrations.ts, the indexes of
+ * version 4 and later): two instances start together on it while another client writes, and no
+ * write waits a second; an index build cut short is built again at the next start.
+ */
+import t, { type Test } from 'tap'
+import { migrations } from '../../src/db/migrations.js'
+import { testEnv } from '../helper.js'
+import { createDatabase, NEEDS_SERVER, pgClient, seedBooks } from '../helpers/database.js'
+import { nonEmptyLines, spawnService } from '../helpers/service.js'
+import { sleep, waitUntil } from '../helpers/wait.js'
+
+/** Enough books that a build that blocked writes would block them for more than a second. */
+const BOOKS = 400_000
+/** What the issue allows a migration to block a write. */
+const WRITE_BOUND_MS = 1000
+
+/** A database as the service left it before the indexes: the steps without an index applied, the books seeded. */
+async function databaseBeforeTheIndexes (t: Test) {
+  const dbUrl = await createDatabase(t)
+  const db = await pgClient(t, dbUrl, { queryTimeoutMs: 120_000 })
+  await db.query('CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())')
+  for (const { version, name, sql, index } of migrations) {
+    if (index !== undefined) continue
+    await db.query(sql)
+    await db.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [version, name])
+  }
+  await seedBooks(db, BOOKS)
+  return { dbUrl, db }
+}
+
+const indexes = migrations.flatMap(({ index }) => index === undefined ? [] : [index])
+const INDEX_STATE = 'SELECT c.relname AS name, i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = ANY($1) ORDER BY c.relname'
+
+t.test('two instances migrate a large table together while it is written, and no write waits a second', { skip: NEEDS_SERVER }, async (t) => {
+  const { dbUrl } = await databaseBeforeTheIndexes(t)
+  const writer = await pgClient(t, dbUrl)
+  let slowest = 0
+  let writes = 0
+  const writing = { on: true }
+  const writesDone = (async () => {
+    while (writing.on) {
+      const started = performance.now()
+      const { rows: [{ id }] } = await writer.query("INSERT INTO books (title, author, year) VALUES ('written meanwhile', 'test', 1) RETURNING id")
+      await writer.query('UPDATE books SET title = title || \'!\' WHERE id = $1', [id])
+      await writer.query('SELECT * FROM books WHERE id = $1', [id])
+      slowest = Math.max(slowest, performance.now() - started)
+      writes++
+      await sleep(10)
+    }
+  })()
+  const started = performance.now()
+  const [a, b] = await Promise.all([spawnService(t, testEnv(dbUrl)), spawnService(t, testEnv(dbUrl))])
+  await Promise.all([a.listening(120_000), b.listening(120_000)])
+  const migrated = performance.now() - started
+  writing.on = false
+  await writesDone
+  t.comment(`both listening after ${Math.round(migrated)} ms; ${writes} writes meanwhile, the slowest ${Math.round(slowest)} ms`)
+  t.ok(migrated > 2 * WRITE_BOUND_MS, `precondition: the migration took a while (${Math.round(migrated)} ms)`)
+  t.ok(writes > 20, 'precondition: the writes went on')
+  t.ok(slowest < WRITE_BOUND_MS, `no write waited a second (${Math.round(slowest)} ms)`)
+
+  const applied = nonEmptyLines(a.stdout + b.stdout).filter((line) => line.includes('"applied migration"')).length
+  t.equal(applied, indexes.length, 'each index step applied by one instance')
+  t.ok(nonEmptyLines(a.stdout + b.stdout).some((line) => line.includes('waiting for another instance to finish migrating')),
+    'the other instance waited, and said so')
+  const db = await pgClient(t, dbUrl)
+  t.strictSame((await db.query(INDEX_STATE, [indexes])).rows, [...indexes].sort().map((name) => ({ name, valid: true })), 'every index built and valid')
+  const { rows } = await db.query('SELECT version, count(*)::int AS n FROM schema_migrations GROUP BY version ORDER BY version')
+  t.strictSame(rows, migrations.map(({ version }) => ({ version, n: 1 })), 'one row per version')
+})
+
+t.test('an index build cut short is dropped and built again at the next start', { skip: NEEDS_SERVER }, async (t) => {
+  const { dbUrl, db } = await databaseBeforeTheIndexes(t)
+  const trigrams = migrations.find(({ index }) => index === 'books_title_trigrams')!
+  const builder = await pgClient(t, dbUrl, { queryTimeoutMs: 120_000 })
+  const { rows: [{ pid }] } = await builder.query('SELECT pg_backend_pid() AS pid')
+  const building = builder.query(trigrams.sql).then(() => 'built', (err: Error) => err.message)
+  // Cancelled once it is building (its entry is in the catalog, not yet valid)
+  await waitUntil(async () => (await db.query(INDEX_STATE, [[trigrams.index]])).rowCount === 1, 30_000, 'the build to start')
+  await db.query('SELECT pg_cancel_backend($1)', [pid])
+  t.match(await building, /cancel/i, 'precondition: the build was cut short')
+  t.strictSame((await db.query(INDEX_STATE, [[trigrams.index]])).rows, [{ name: trigrams.index, valid: false }], 'precondition: it left an invalid index')
+
+  const service = await spawnService(t, testEnv(dbUrl))
+  await service.listening(120_000)
+  t.strictSame((await db.query(INDEX_STATE, [indexes])).rows, [...indexes].sort().map((name) => ({ name, valid: true })), 'built again: every index valid')
+  const token = await service.token()
+  const found = await service.request('GET', '/books?title=title%201234&limit=5', { token })
+  t.equal(found.status, 200, 'and the filter it serves answers')
+  t.ok((found.body as { data: unknown[] }).data.length > 0, 'with books')
+})
