@@ -180,10 +180,15 @@ const changes = (title: string, author: string, year: string) => `title = COALES
            author = COALESCE(${author}, books.author),
            year = COALESCE(${year}, books.year),
            version = books.version + coalesce(${title} <> books.title OR ${author} <> books.author OR ${year} <> books.year, false)::int4,
-           title_xid = CASE WHEN ${title} <> books.title THEN pg_current_xact_id() ELSE books.title_xid END,
-           author_xid = CASE WHEN ${author} <> books.author THEN pg_current_xact_id() ELSE books.author_xid END,
-           year_xid = CASE WHEN ${year} <> books.year THEN pg_current_xact_id() ELSE books.year_xid END`
-const UPDATE = `WITH patch AS MATERIALIZED (
+           title_xid = CASE WHEN ${title} <> books.title THEN (SELECT xid FROM mark) ELSE books.title_xid END,
+           author_xid = CASE WHEN ${author} <> books.author THEN (SELECT xid FROM mark) ELSE books.author_xid END,
+           year_xid = CASE WHEN ${year} <> books.year THEN (SELECT xid FROM mark) ELSE books.year_xid END`
+// The transaction's id, for the fields an update changes: in a CTE that reads no table, which
+// Citus runs on the coordinator, whose snapshots the walks' cursors hold (a worker's ids are its
+// own). Citus refuses a volatile function inside CASE in an UPDATE, and one in an ARRAY there
+// crashed its coordinator (13.2.2)
+const MARK = 'mark AS MATERIALIZED (SELECT pg_current_xact_id() AS xid)'
+const UPDATE = `WITH ${MARK}, patch AS MATERIALIZED (
            SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int4[], $5::text[]) AS p(id, title, author, year, match)
          ), locked AS MATERIALIZED (
            SELECT books.id FROM books JOIN patch USING (id) ORDER BY books.id FOR UPDATE OF books
@@ -196,7 +201,7 @@ const UPDATE = `WITH patch AS MATERIALIZED (
 // across shards. A batch in one statement would write a shard per book, commit on every worker
 // at once (two-phase commit), and wait for every other multi-shard write on those shards. Measured
 // on Citus, a statement per book keeps up with it (docs/deployment.md, Citus)
-const UPDATE_ONE = `UPDATE books SET ${changes('$2::text', '$3::text', '$4::int4')}
+const UPDATE_ONE = `WITH ${MARK} UPDATE books SET ${changes('$2::text', '$3::text', '$4::int4')}
          WHERE id = $1 AND ($5::int4[] IS NULL OR version = ANY($5::int4[]))
          RETURNING books.id, books.title, books.author, books.year, books.version`
 // `$2`, when not null, lists the versions the delete is allowed on (If-Match)
@@ -239,8 +244,10 @@ interface WalkPageRow {
  * such a book may have been listed already at its old place. A book whose sort field did not
  * change stays in its place, and is listed exactly once. A transaction id beyond any this server
  * has issued comes from another cluster (a restored dump): it is no change made during the walk.
+ * Not on Citus: there the CTE that reads the server's transactions would run on each worker,
+ * whose ids are not the coordinator's, and let changed books through (docs/deployment.md, Citus).
  */
-function walkPageQuery (walk: Walk, position: Position | null, limit: number): { text: string, values: unknown[] } {
+function walkPageQuery (walk: Walk, position: Position | null, limit: number, dialect: 'postgres' | 'citus'): { text: string, values: unknown[] } {
   const values: unknown[] = [limit]
   const parameter = (value: unknown, type: string) => `$${values.push(value)}::${type}`
   const filters: string[] = []
@@ -262,18 +269,26 @@ function walkPageQuery (walk: Walk, position: Position | null, limit: number): {
   } else {
     const changedBy = CHANGED_BY[walk.field]
     const snapshot = parameter(position.snapshot, 'pg_snapshot')
-    const unmoved = `(${changedBy} IS NULL OR pg_visible_in_snapshot(${changedBy}, ${snapshot}) ` +
-      `OR ${changedBy} >= (SELECT pg_snapshot_xmax(pg_current_snapshot())))`
+    const unmoved = `(${changedBy} IS NULL OR pg_visible_in_snapshot(${changedBy}, ${snapshot})` +
+      (dialect === 'citus' ? ')' : ` OR ${changedBy} >= (SELECT xmax FROM horizon))`)
     const at = parameter(position.key, walk.field === 'year' ? 'int4' : 'text')
     const id = parameter(position.id, 'int8')
     books = `(${select([...filters, unmoved, `${key} = ${at}`, `id > ${id}`], 'id')}) UNION ALL ` +
       `(${select([...filters, unmoved, `${key} ${walk.descending ? '<' : '>'} ${at}`], order)}) LIMIT $1`
   }
-  const text = `SELECT count(*)::int4 AS count,
+  // CTEs that read no table: the snapshot that starts a walk, which Citus runs on the coordinator
+  // (whose transactions mark the changes) before any shard is read (it reads each shard at its own
+  // moment: a snapshot taken after the reads could see a change that a read missed); or the
+  // transactions issued so far
+  const walkStart = walk.field !== 'id' && position === null
+  const cte = walkStart
+    ? 'WITH start AS MATERIALIZED (SELECT pg_current_snapshot()::text AS snapshot) '
+    : position?.snapshot == null || dialect === 'citus' ? '' : 'WITH horizon AS MATERIALIZED (SELECT pg_snapshot_xmax(pg_current_snapshot()) AS xmax) '
+  const text = `${cte}SELECT count(*)::int4 AS count,
            coalesce(string_agg(row_to_json(page)::text, ',' ORDER BY ${order}), '') AS json,
            (array_agg(id ORDER BY ${last}))[1]::text AS last_id` +
     (walk.field === 'id' ? '' : `, (array_agg(${walk.field}::text ORDER BY ${last}))[1] AS last_key`) +
-    (walk.field === 'id' || position !== null ? '' : ', pg_current_snapshot()::text AS snapshot') +
+    (walkStart ? ', (SELECT snapshot FROM start) AS snapshot' : '') +
     ` FROM (${books}) page`
   return { text, values }
 }
@@ -409,7 +424,7 @@ export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunc
   }
 
   async function walkPage (walk: Walk, position: Position | null, limit: number, signal?: AbortSignal): Promise<ListingPage> {
-    const { text, values } = walkPageQuery(walk, position, limit)
+    const { text, values } = walkPageQuery(walk, position, limit, dialect)
     const { rows: [row] } = await listingQueries(() => {
       signal?.throwIfAborted()
       return query<WalkPageRow>(text, values)

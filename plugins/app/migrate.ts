@@ -11,10 +11,11 @@
  * Each step runs in a transaction of its own with the row that records it, so a failed step
  * leaves nothing half done. Its locks are asked for with a 500 ms `lock_timeout`, retried: a
  * step that waits for a long transaction to end would otherwise queue every read and write of
- * the table behind it. An index is built with `CREATE INDEX CONCURRENTLY` outside any
- * transaction, which lets reads and writes go on while it builds; one left invalid by a build
- * cut short is dropped and built again. The steps run on connections of their own, not the
- * pool's, whose client-side time bound (3.1 s) would cut an index build short.
+ * the table behind it. A step that runs alone (an index built with `CREATE INDEX CONCURRENTLY`,
+ * which lets reads and writes go on while it builds; an `ANALYZE`) runs outside any transaction
+ * and without a time bound; an index left invalid by a build cut short is dropped and built
+ * again. The steps run on connections of their own, not the pool's, whose client-side time
+ * bound (3.1 s) would cut an index build short.
  *
  * On Citus, the transaction of each step then distributes every table that exists and is not
  * yet distributed (src/db/migrations.ts `distribution`), so a cluster needs nothing run by hand
@@ -23,13 +24,13 @@
  * that takes it, so the service refuses to start on a worker. It decorates `fastify.sqlDialect`,
  * the SQL the repository sends.
  *
- * The embedded store is one session, which a second connection would share (and a lock taken
- * there would be its own): there the migration runs on one connection, without the lock; the
+ * PGlite is one session, which a second connection shares (and a lock taken there would be its
+ * own; pglite-socket serves a connection's transaction before the next connection's queries):
+ * on PGlite the migration runs on one connection, without the lock. For the embedded store the
  * data directory's lock already keeps a second instance away (src/db/data-dir-lock.ts).
  */
 import fp from 'fastify-plugin'
 import pg from 'pg'
-import { isEmbedded } from '../../src/db/embedded.js'
 import { distribution, migrations, type Migration } from '../../src/db/migrations.js'
 import { BEGIN_BOUNDED, CONNECT_TIMEOUT_MS } from '../../src/db/time-bounds.js'
 
@@ -61,6 +62,8 @@ const DISTRIBUTE = `SELECT create_distributed_table(t.name, t.column_name),
                     FROM unnest($1::text[], $2::text[]) AS t(name, column_name)
                     WHERE to_regclass(t.name) IS NOT NULL
                       AND NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = t.name::regclass)`
+// PGlite says so in its version: "PostgreSQL 18.6 (PGlite 0.5.14) on wasm32-unknown-emscripten, ..."
+const PGLITE = "SELECT version() LIKE '%(PGlite %' AS pglite"
 const SCHEMA_MIGRATIONS = `CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY,
       name text NOT NULL,
@@ -129,9 +132,9 @@ export default fp(async function migrate (fastify) {
     if (rowCount !== 0) fastify.log.info({ tables: rowCount }, 'distributed tables over the Citus workers')
   }
 
-  async function apply (work: pg.Client, { version, name, sql, index }: Migration, citus: boolean) {
+  async function apply (work: pg.Client, { version, name, sql, alone, index }: Migration, citus: boolean) {
     const record = () => work.query(RECORD, [version, name])
-    if (index === undefined) {
+    if (alone === undefined) {
       await inTransaction(work, async () => {
         await work.query(sql)
         await record()
@@ -139,7 +142,7 @@ export default fp(async function migrate (fastify) {
       })
     } else {
       // Left invalid by a build cut short (the lock says no one else is building it)
-      if ((await work.query(INVALID_INDEX, [index])).rowCount === 1) await work.query(`DROP INDEX CONCURRENTLY ${index}`)
+      if (index !== undefined && (await work.query(INVALID_INDEX, [index])).rowCount === 1) await work.query(`DROP INDEX CONCURRENTLY ${index}`)
       await work.query(sql)
       await inTransaction(work, record)
     }
@@ -159,7 +162,7 @@ export default fp(async function migrate (fastify) {
     if (citus && !(await work.query<{ coordinator: boolean }>(COORDINATOR)).rows[0]!.coordinator) {
       throw new NotCoordinatorError()
     }
-    if (!isEmbedded(fastify.config.DB_URL)) {
+    if (!(await work.query<{ pglite: boolean }>(PGLITE)).rows[0]!.pglite) {
       holder = await connect()
       await takeLock(holder)
     }
