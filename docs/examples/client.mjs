@@ -8,8 +8,11 @@
  * - `429` or `503` with `Retry-After`: wait that long and repeat, at most `maxAttempts` tries in
  *   all; a wait over `maxWaitSeconds` is not waited, the answer is thrown instead.
  * - A create carries an `Idempotency-Key`, the same on every repeat: it is stored once.
+ * - `walkBooks(query)` follows each page's `Link` to the next; `updateBook` and `deleteBook` take
+ *   the `ETag` of `getBookWithEtag` as `If-Match` (a book changed since: ApiError 412).
  *
- * Run as a script, it logs in and does one round of create, list, read, update and delete:
+ * Run as a script, it logs in and does one round of create, list, walk page by page, read,
+ * update and delete:
  *   BOOKKEEPING_URL=http://localhost:8080 BOOKKEEPING_USERNAME=admin BOOKKEEPING_PASSWORD=change-me \
  *     node docs/examples/client.mjs
  */
@@ -34,7 +37,7 @@ export class BookkeepingClient {
   /** POST /token. Calls that find the token expired at the same time share one login. */
   login () {
     this.#loggingIn ??= this.#send('POST', '/token', { username: this.username, password: this.password })
-      .then((data) => { this.token = data.token; return this.token })
+      .then(({ data }) => { this.token = data.token; return this.token })
       .finally(() => { this.#loggingIn = null })
     return this.#loggingIn
   }
@@ -42,13 +45,48 @@ export class BookkeepingClient {
   /** `idempotencyKey`: pass your own to repeat a create yourself (after a network error). */
   createBook (book, idempotencyKey = crypto.randomUUID()) {
     // A Structured Field string: the key in double quotes
-    return this.#authorized('POST', '/book', book, { 'Idempotency-Key': `"${idempotencyKey}"` })
+    return this.#authorizedData('POST', '/book', book, { 'Idempotency-Key': `"${idempotencyKey}"` })
   }
 
-  listBooks () { return this.#authorized('GET', '/books') }
-  getBook (id) { return this.#authorized('GET', `/book/${id}`) }
-  updateBook (id, changes) { return this.#authorized('PUT', `/book/${id}`, changes) }
-  deleteBook (id) { return this.#authorized('DELETE', `/book/${id}`) }
+  listBooks () { return this.#authorizedData('GET', '/books') }
+
+  /**
+   * GET /books page by page: yields each page's books, then follows the page's `Link` to the
+   * next until a page has none (the last may be empty). `query`: `limit`, `sort`, `title`,
+   * `author`, `year_from`, `year_to` (docs/api.md); without `limit`, one page of them all.
+   */
+  async * walkBooks (query = {}) {
+    let path = `/books?${new URLSearchParams(query)}`
+    while (path !== null) {
+      const { data, headers } = await this.#authorized('GET', path)
+      yield data
+      path = nextPage(headers.get('Link'))
+    }
+  }
+
+  getBook (id) { return this.#authorizedData('GET', `/book/${id}`) }
+
+  /** The book and its `ETag`: the version to name in `If-Match` when changing or deleting it. */
+  async getBookWithEtag (id) {
+    const { data, headers } = await this.#authorized('GET', `/book/${id}`)
+    return { book: data, etag: headers.get('ETag') }
+  }
+
+  /**
+   * `ifMatch`, optional: an `ETag` of the book; if the book has changed since, the answer is
+   * ApiError 412 `Precondition failed` and nothing changes.
+   */
+  updateBook (id, changes, ifMatch) {
+    return this.#authorizedData('PUT', `/book/${id}`, changes, ifMatchHeader(ifMatch))
+  }
+
+  deleteBook (id, ifMatch) {
+    return this.#authorizedData('DELETE', `/book/${id}`, undefined, ifMatchHeader(ifMatch))
+  }
+
+  async #authorizedData (method, path, body, headers) {
+    return (await this.#authorized(method, path, body, headers)).data
+  }
 
   async #authorized (method, path, body, headers = {}) {
     const used = this.token ?? await this.login()
@@ -65,6 +103,7 @@ export class BookkeepingClient {
     }
   }
 
+  /** A success's envelope `data` and response headers, or an ApiError. */
   async #send (method, path, body, headers = {}) {
     if (body !== undefined) headers = { ...headers, 'Content-Type': 'application/json' }
     for (let attempt = 1; ; attempt++) {
@@ -73,7 +112,7 @@ export class BookkeepingClient {
       })
       // Not every answer is ours: a proxy in front may answer with a page of its own
       const envelope = await response.json().catch(() => null)
-      if (response.ok) return envelope.data
+      if (response.ok) return { data: envelope.data, headers: response.headers }
       const wait = retryAfterSeconds(response)
       if ((response.status === 429 || response.status === 503) && wait !== null &&
           wait <= this.maxWaitSeconds && attempt < this.maxAttempts) {
@@ -84,6 +123,16 @@ export class BookkeepingClient {
       throw new ApiError(response.status, envelope?.message ?? `HTTP ${response.status}`, response.headers.get('X-Request-Id'))
     }
   }
+}
+
+/** Without a tag, no precondition: the write is done whatever the book's version. */
+function ifMatchHeader (ifMatch) {
+  return ifMatch == null ? {} : { 'If-Match': ifMatch }
+}
+
+/** The path of the next page in a listing's `Link` (`</books?...>; rel="next"`), or null on the last. */
+function nextPage (link) {
+  return link?.match(/<([^>]*)>\s*;\s*rel="next"/)?.[1] ?? null
 }
 
 /** `Retry-After` in seconds (it may also be an HTTP date), or null without one. */
@@ -106,8 +155,14 @@ async function main (env) {
   const created = await client.createBook({ title: 'Dune', author: 'Frank Herbert', year: 1965 })
   console.log('created', JSON.stringify(created))
   console.log('listed', JSON.stringify(await client.listBooks()))
-  console.log('read', JSON.stringify(await client.getBook(created.id)))
-  console.log('updated', JSON.stringify(await client.updateBook(created.id, { year: 1966 })))
+  // Herbert's books, one a page: a few pages to show even on a service with many books
+  const pages = []
+  for await (const page of client.walkBooks({ limit: 1, sort: 'title', author: 'herbert' })) pages.push(page)
+  console.log('walked', JSON.stringify(pages))
+  const { book, etag } = await client.getBookWithEtag(created.id)
+  console.log('read', JSON.stringify(book))
+  // Based on the book as read: had it changed since, the update would be refused (412)
+  console.log('updated', JSON.stringify(await client.updateBook(created.id, { year: 1966 }, etag)))
   console.log('deleted', JSON.stringify(await client.deleteBook(created.id)))
 }
 

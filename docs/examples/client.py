@@ -6,20 +6,29 @@ See docs/clients.md. Every method returns the `data` of the envelope, or raises 
 - `429` or `503` with `Retry-After`: wait that long and repeat, at most `max_attempts` tries in
   all; a wait over `max_wait_seconds` is not waited, the answer is raised instead.
 - A create carries an `Idempotency-Key`, the same on every repeat: it is stored once.
+- `walk_books(**query)` follows each page's `Link` to the next; `update_book` and `delete_book`
+  take the `ETag` of `get_book_with_etag` as `if_match` (a book changed since: ApiError 412).
 
-Run as a script, it logs in and does one round of create, list, read, update and delete:
+Run as a script, it logs in and does one round of create, list, walk page by page, read, update
+and delete:
   BOOKKEEPING_URL=http://localhost:8080 BOOKKEEPING_USERNAME=admin BOOKKEEPING_PASSWORD=change-me \\
     python3 docs/examples/client.py
 """
+import collections
 import email.utils
 import json
 import math
 import os
+import re
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
+
+# A success: the envelope's `data` and the response's headers
+Answer = collections.namedtuple("Answer", ["data", "headers"])
 
 
 class ApiError(Exception):
@@ -44,27 +53,44 @@ class BookkeepingClient:
         self.log = log
 
     def login(self):
-        data = self._send("POST", "/token", {"username": self.username, "password": self.password})
-        self.token = data["token"]
+        answer = self._send("POST", "/token", {"username": self.username, "password": self.password})
+        self.token = answer.data["token"]
         return self.token
 
     def create_book(self, book, idempotency_key=None):
         """`idempotency_key`: pass your own to repeat a create yourself (after a network error)."""
         key = idempotency_key or str(uuid.uuid4())
         # A Structured Field string: the key in double quotes
-        return self._authorized("POST", "/book", book, {"Idempotency-Key": f'"{key}"'})
+        return self._authorized("POST", "/book", book, {"Idempotency-Key": f'"{key}"'}).data
 
     def list_books(self):
-        return self._authorized("GET", "/books")
+        return self._authorized("GET", "/books").data
+
+    def walk_books(self, **query):
+        """GET /books page by page: yields each page's books, then follows the page's `Link` to the
+        next until a page has none (the last may be empty). `query`: `limit`, `sort`, `title`,
+        `author`, `year_from`, `year_to` (docs/api.md); without `limit`, one page of them all."""
+        path = "/books?" + urllib.parse.urlencode(query)
+        while path is not None:
+            answer = self._authorized("GET", path)
+            yield answer.data
+            path = next_page(answer.headers.get("Link"))
 
     def get_book(self, book_id):
-        return self._authorized("GET", f"/book/{book_id}")
+        return self._authorized("GET", f"/book/{book_id}").data
 
-    def update_book(self, book_id, changes):
-        return self._authorized("PUT", f"/book/{book_id}", changes)
+    def get_book_with_etag(self, book_id):
+        """The book and its `ETag`: the version to name in `if_match` when changing or deleting it."""
+        answer = self._authorized("GET", f"/book/{book_id}")
+        return answer.data, answer.headers.get("ETag")
 
-    def delete_book(self, book_id):
-        return self._authorized("DELETE", f"/book/{book_id}")
+    def update_book(self, book_id, changes, if_match=None):
+        """`if_match`: an `ETag` of the book; if the book has changed since, ApiError 412
+        `Precondition failed` is raised and nothing changes."""
+        return self._authorized("PUT", f"/book/{book_id}", changes, if_match_header(if_match)).data
+
+    def delete_book(self, book_id, if_match=None):
+        return self._authorized("DELETE", f"/book/{book_id}", None, if_match_header(if_match)).data
 
     def _authorized(self, method, path, body=None, headers=None):
         headers = dict(headers or {})
@@ -89,7 +115,7 @@ class BookkeepingClient:
             request = urllib.request.Request(self.base_url + path, data=data, headers=headers, method=method)
             try:
                 with urllib.request.urlopen(request, timeout=30) as response:
-                    return json.load(response)["data"]
+                    return Answer(json.load(response)["data"], response.headers)
             except urllib.error.HTTPError as answer:
                 # Not every answer is ours: a proxy in front may answer with a page of its own
                 try:
@@ -104,6 +130,17 @@ class BookkeepingClient:
                     time.sleep(wait)
                     continue
                 raise ApiError(answer.code, message, answer.headers.get("X-Request-Id")) from None
+
+
+def if_match_header(if_match):
+    """Without a tag, no precondition: the write is done whatever the book's version."""
+    return {} if if_match is None else {"If-Match": if_match}
+
+
+def next_page(link):
+    """The path of the next page in a listing's `Link` (`</books?...>; rel="next"`), or None on the last."""
+    match = re.search(r'<([^>]*)>\s*;\s*rel="next"', link or "")
+    return match.group(1) if match else None
 
 
 def retry_after_seconds(value):
@@ -130,8 +167,12 @@ def main(env):
     created = client.create_book({"title": "Dune", "author": "Frank Herbert", "year": 1965})
     print("created", json.dumps(created), flush=True)
     print("listed", json.dumps(client.list_books()), flush=True)
-    print("read", json.dumps(client.get_book(created["id"])), flush=True)
-    print("updated", json.dumps(client.update_book(created["id"], {"year": 1966})), flush=True)
+    # Herbert's books, one a page: a few pages to show even on a service with many books
+    print("walked", json.dumps(list(client.walk_books(limit=1, sort="title", author="herbert"))), flush=True)
+    book, etag = client.get_book_with_etag(created["id"])
+    print("read", json.dumps(book), flush=True)
+    # Based on the book as read: had it changed since, the update would be refused (412)
+    print("updated", json.dumps(client.update_book(created["id"], {"year": 1966}, if_match=etag)), flush=True)
     print("deleted", json.dumps(client.delete_book(created["id"])), flush=True)
 
 

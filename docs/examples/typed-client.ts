@@ -8,6 +8,7 @@
  * bare token in `Authorization`; `401 Invalid token`: log in again, once, and repeat; `429` or
  * `503` with `Retry-After`: wait and repeat (at most `maxAttempts` tries, no wait over
  * `maxWaitSeconds`); every `POST /book` carries an `Idempotency-Key`, the same on every repeat.
+ * `walkBooks(api, query)` walks every page of a listing, following each page's `Link`.
  */
 import createClient, { type Client } from 'openapi-fetch'
 import type { paths } from '../../console/bookkeeping-api.js'
@@ -16,6 +17,8 @@ import { retryAfterSeconds } from '../../console/retry-after.js'
 export type BookkeepingApi = Client<paths>
 /** A book as the service answers it, from the document */
 export type Book = paths['/book/{id}']['get']['responses'][200]['content']['application/json']['data']
+/** The query parameters of `GET /books`, from the document */
+export type BookQuery = NonNullable<paths['/books']['get']['parameters']['query']>
 
 export interface ClientOptions {
   baseUrl: string
@@ -107,13 +110,43 @@ export function createBookkeepingClient (options: ClientOptions): BookkeepingApi
   return createClient<paths>({ baseUrl, fetch: authorized })
 }
 
-/** One round of create, list, read, update and delete, each call typed from the document. */
+/**
+ * `GET /books` page by page: yields each page's books, then follows the page's `Link` to the next
+ * until a page has none (the last may be empty). Without `limit` in `query`, one page of them all.
+ */
+export async function * walkBooks (api: BookkeepingApi, query: BookQuery = {}): AsyncGenerator<Book[]> {
+  let next: BookQuery | null = query
+  while (next !== null) {
+    const answer = await api.GET('/books', { params: { query: next } })
+    yield dataOf(answer)
+    next = nextPageQuery(answer.response.headers.get('Link'))
+  }
+}
+
+/** The query of the next page in a listing's `Link` (`</books?...>; rel="next"`), or null on the last. */
+function nextPageQuery (link: string | null): BookQuery | null {
+  const target = link?.match(/<([^>]*)>\s*;\s*rel="next"/)?.[1]
+  if (target === undefined) return null
+  // The service's own parameters: the query of the page before, and the cursor where the walk goes on
+  return Object.fromEntries(new URLSearchParams(target.slice(target.indexOf('?') + 1))) as BookQuery
+}
+
+/**
+ * One round of create, list, walk page by page, read, update (with `If-Match`, the `ETag` read)
+ * and delete, each call typed from the document.
+ */
 export async function exampleRound (api: BookkeepingApi) {
   const created = dataOf(await api.POST('/book', { body: { title: 'Dune', author: 'Frank Herbert', year: 1965 } }))
   const path = { id: String(created.id) }
   const listed = dataOf(await api.GET('/books'))
-  const read = dataOf(await api.GET('/book/{id}', { params: { path } }))
-  const updated = dataOf(await api.PUT('/book/{id}', { params: { path }, body: { year: 1966 } }))
+  // Herbert's books, one a page: a few pages to show even on a service with many books
+  const walked: Book[][] = []
+  for await (const page of walkBooks(api, { limit: '1', sort: 'title', author: 'herbert' })) walked.push(page)
+  const reading = await api.GET('/book/{id}', { params: { path } })
+  const read = dataOf(reading)
+  // Based on the book as read: had it changed since, the update would be refused (412, an ApiError)
+  const header = { 'if-match': reading.response.headers.get('ETag') ?? undefined }
+  const updated = dataOf(await api.PUT('/book/{id}', { params: { path, header }, body: { year: 1966 } }))
   const deleted = dataOf(await api.DELETE('/book/{id}', { params: { path } }))
-  return { created, listed, read, updated, deleted }
+  return { created, listed, walked, read, updated, deleted }
 }
