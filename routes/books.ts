@@ -31,6 +31,14 @@ const IF_MATCH = Type.Object({
     description: 'Only if the book\'s current ETag is one of these (strong comparison), or * for any existing book; otherwise 412 and nothing changes'
   }))
 })
+/** The failures of PUT and DELETE /book/<id>, which take an `If-Match`. */
+const CONDITIONAL_WRITE_FAILURES = {
+  ...EVERY_ROUTE,
+  ...WITH_BODY,
+  400: [Message.InvalidInput, ...BAD_REQUEST],
+  404: [Message.BookNotFound],
+  412: [Message.PreconditionFailed]
+} as const
 /** A query string or header its schema rejects: the contract's `Invalid input`. */
 const invalidQuery = () => new ApiError(400, Message.InvalidInput)
 
@@ -124,10 +132,23 @@ async function tagCondition (value: string | undefined, id: string, repository: 
   throw await repository.exists(id) ? new ApiError(400, Message.InvalidInput) : new ApiError(404, Message.BookNotFound)
 }
 
+/** A write's outcome, or the failure a missing book (404) or an `If-Match` that failed (412) is. */
+function throwIfRefused<T> (outcome: T | 'missing' | 'mismatch'): T {
+  if (outcome === 'missing') throw new ApiError(404, Message.BookNotFound)
+  if (outcome === 'mismatch') throw new ApiError(412, Message.PreconditionFailed)
+  return outcome
+}
+
 const books: FastifyPluginAsyncTypebox = async (fastify) => {
   const { booksRepository, authenticate } = fastify
   const cursors = listingCursors(fastify.config.SECRET_TOKEN)
   const readPlainPage = (after: Position, limit: number, signal: AbortSignal) => booksRepository.pageAfter(after.id, limit, signal)
+
+  /** The versions of book `id` an `If-Match` allows a write on; null without one, or for `*`. */
+  async function ifMatchVersions (value: string | undefined, id: string): Promise<number[] | null> {
+    const condition = await tagCondition(value, id, booksRepository)
+    return condition === undefined ? null : acceptedVersions(condition, id)
+  }
 
   /** The envelope of up to SMALL_LISTING books in one piece, or of more streamed page by page. */
   function sendListing (reply: FastifyReply, first: ListingPage, readPage: Parameters<typeof listingStream>[1]) {
@@ -268,21 +289,12 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       body: BookPatchSchema,
       response: {
         200: SuccessSchema(200, Message.BookUpdated, BookSchema, EXAMPLE_BOOK, ETAG_HEADER),
-        ...failureSchemas({
-          ...EVERY_ROUTE,
-          ...WITH_BODY,
-          400: [Message.InvalidInput, ...BAD_REQUEST],
-          404: [Message.BookNotFound],
-          412: [Message.PreconditionFailed]
-        })
+        ...failureSchemas(CONDITIONAL_WRITE_FAILURES)
       }
     }
   }, async function (request, reply) {
     const { id } = request.params
-    const condition = await tagCondition(request.headers['if-match'], id, booksRepository)
-    const updated = await booksRepository.update(id, request.body, condition === undefined ? null : acceptedVersions(condition, id))
-    if (updated === 'missing') throw new ApiError(404, Message.BookNotFound)
-    if (updated === 'mismatch') throw new ApiError(412, Message.PreconditionFailed)
+    const updated = throwIfRefused(await booksRepository.update(id, request.body, await ifMatchVersions(request.headers['if-match'], id)))
     reply.header('etag', entityTag(id, updated.version))
     return envelope(200, Message.BookUpdated, updated.book)
   })
@@ -298,21 +310,12 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       response: {
         200: SuccessSchema(200, Message.BookDeleted, Type.Null(), null),
         // Bad request also for a body that is sent and cannot be parsed
-        ...failureSchemas({
-          ...EVERY_ROUTE,
-          ...WITH_BODY,
-          400: [Message.InvalidInput, ...BAD_REQUEST],
-          404: [Message.BookNotFound],
-          412: [Message.PreconditionFailed]
-        })
+        ...failureSchemas(CONDITIONAL_WRITE_FAILURES)
       }
     }
   }, async function (request) {
     const { id } = request.params
-    const condition = await tagCondition(request.headers['if-match'], id, booksRepository)
-    const deleted = await booksRepository.delete(id, condition === undefined ? null : acceptedVersions(condition, id))
-    if (deleted === 'missing') throw new ApiError(404, Message.BookNotFound)
-    if (deleted === 'mismatch') throw new ApiError(412, Message.PreconditionFailed)
+    throwIfRefused(await booksRepository.delete(id, await ifMatchVersions(request.headers['if-match'], id)))
     return envelope(200, Message.BookDeleted, null)
   })
 }
