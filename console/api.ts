@@ -7,6 +7,9 @@
  * `localStorage`, a cookie or a URL) and read at every call. When a book call is answered 401
  * (the token expired after its 15 minutes, or was dropped), `reauthenticate` asks the person to
  * sign in again, and the call is then sent again as it was: nothing they typed is lost.
+ *
+ * Edits and deletes name the version of the book they were made on (`If-Match` with its `ETag`),
+ * so that a change someone else saved meanwhile is answered 412 instead of being overwritten.
  */
 import createClient from 'openapi-fetch'
 import type { paths } from './bookkeeping-api.js'
@@ -131,6 +134,41 @@ export async function listBooks (signal: AbortSignal): Promise<ReadableStream<Ui
   return data
 }
 
+/** The query of `GET /books` for a page: its limit, order, filters and cursor. */
+export type ListQuery = NonNullable<paths['/books']['get']['parameters']['query']>
+
+/** A page of books and the query of the next page (its `Link`), or null after the last. */
+export interface Page { books: Book[], next: ListQuery | null }
+
+/** One page of `GET /books`, which `signal` cancels (a filter typed on, a list left). */
+export async function listPage (query: ListQuery, signal: AbortSignal): Promise<Page> {
+  const answer = await booksApi.GET('/books', { params: { query }, signal })
+  return { books: answerOf(answer).data, next: nextQuery(answer.response.headers.get('Link')) }
+}
+
+/** The query of the page a `Link: </books?...>; rel="next"` names, or null without one. */
+function nextQuery (link: string | null): ListQuery | null {
+  const target = /<([^>]*)>\s*;\s*rel="?next"?/.exec(link ?? '')?.[1]
+  if (target === undefined) return null
+  return Object.fromEntries(new URL(target, location.origin).searchParams) as ListQuery
+}
+
+/** A book as stored now, and its version: what an edit or a delete is checked against. */
+export interface Versioned { book: Book, etag: string }
+
+/** The `ETag` of an answer; every book answer has one, so its absence is a failure. */
+function etagOf (response: Response): string {
+  const etag = response.headers.get('ETag')
+  if (etag === null) throw new ApiFailure(response.status, 'The answer carried no ETag', response.headers.get('X-Request-Id'), null)
+  return etag
+}
+
+/** `GET /book/<id>`: the book and its `ETag`. */
+export async function readBook (id: number): Promise<Versioned> {
+  const answer = await booksApi.GET('/book/{id}', { params: { path: { id: String(id) } } })
+  return { book: answerOf(answer).data, etag: etagOf(answer.response) }
+}
+
 /**
  * `POST /book` with an `Idempotency-Key`: a create repeated with the same key (after a 503, or
  * an answer that never came) is stored once.
@@ -143,13 +181,15 @@ export async function createBook (book: Omit<Book, 'id'>, idempotencyKey: string
   }))
 }
 
-export async function updateBook (id: number, changes: Partial<Omit<Book, 'id'>>): Promise<Answer<Book>> {
-  return answerOf(await booksApi.PUT('/book/{id}', { params: { path: { id: String(id) } }, body: changes }))
+/** `PUT /book/<id>` of the version `etag` names; a 412 failure when the book changed since. */
+export async function updateBook (id: number, changes: Partial<Omit<Book, 'id'>>, etag: string): Promise<Answer<Book>> {
+  return answerOf(await booksApi.PUT('/book/{id}', { params: { path: { id: String(id) }, header: { 'if-match': etag } }, body: changes }))
 }
 
-export async function deleteBook (id: number): Promise<Answer<null>> {
+/** `DELETE /book/<id>` of the version `etag` names; a 412 failure when the book changed since. */
+export async function deleteBook (id: number, etag: string): Promise<Answer<null>> {
   // openapi-fetch 0.17 types a `data` that can only be null as absent (docs/examples/typed-client.ts)
-  const { data, error, response } = await booksApi.DELETE('/book/{id}', { params: { path: { id: String(id) } } })
+  const { data, error, response } = await booksApi.DELETE('/book/{id}', { params: { path: { id: String(id) }, header: { 'if-match': etag } } })
   return answerOf({ data: data === undefined ? undefined : { message: data.message, data: null }, error, response })
 }
 

@@ -8,11 +8,14 @@
  *   of a million references for nothing. Otherwise an array of its own.
  * - A filter that extends the one before (typing one more letter) narrows the current view
  *   instead of scanning every book again.
- * - Sorting by title, author or year sorts every book once (a million titles take seconds with
- *   the reader's collation) and keeps that order: the other direction is the same order
- *   reversed, a filter keeps it, a change is put in its place in it. Only new books from a
- *   listing make it sort again. The page sorts a long list in a worker (sort-worker.ts) and
- *   hands the order over with `setOrder`; without one, `sortBy` sorts here.
+ * - The order is the service's own (`GET /books?sort=`), so a list held here and a list read in
+ *   pages (paged-list.ts) show the same books in the same places: titles and authors by Unicode
+ *   code point, years as numbers, ties by id ascending in both directions.
+ * - Sorting by title, author or year sorts every book once and keeps that order: the other
+ *   direction is the same order reversed (ties put back in id order), a filter keeps it, a
+ *   change is put in its place in it. Only new books from a listing make it sort again. The page
+ *   sorts a long list in a worker (sort-worker.ts) and hands the order over with `setOrder`;
+ *   without one, `sortBy` sorts here.
  */
 export interface Book {
   id: number
@@ -25,16 +28,44 @@ export type SortKey = keyof Book
 export interface Order { key: SortKey, descending: boolean }
 
 const BY_ID: Order = { key: 'id', descending: false }
-const collator = new Intl.Collator(undefined, { sensitivity: 'base', numeric: true })
 
-/** Titles and authors in the reader's language: case-blind, `item 9` before `item 10`. */
-export const compareText: (a: string, b: string) => number = collator.compare
+/**
+ * Titles and authors by Unicode code point, as the service sorts them (the "C" collation):
+ * `DUNE`, `Dune`, `dune`, `Émile`. JavaScript's `<` compares UTF-16 units, which differs only
+ * where one string has a surrogate (half of a code point above U+FFFF) and the other a unit from
+ * U+E000 to U+FFFF: the code point above U+FFFF comes last.
+ */
+export function compareText (a: string, b: string): number {
+  const length = Math.min(a.length, b.length)
+  for (let index = 0; index < length; index++) {
+    const x = a.charCodeAt(index)
+    const y = b.charCodeAt(index)
+    if (x === y) continue
+    return x >= SURROGATES && y >= SURROGATES ? inCodePointOrder(x) - inCodePointOrder(y) : x - y
+  }
+  return a.length - b.length
+}
+
+const SURROGATES = 0xd800
+const PRIVATE_USE = 0xe000
+
+/** A unit from U+D800 up, moved so that surrogates sort after U+E000 to U+FFFF. */
+function inCodePointOrder (unit: number): number {
+  return unit >= PRIVATE_USE ? unit - 0x800 : unit + 0x2000
+}
+
+/** Whether a book's title or author contains `text`, ignoring case; null for no filter. */
+export function bookMatcher (text: string): ((book: Book) => boolean) | null {
+  if (text === '') return null
+  const pattern = new RegExp(escapeRegExp(text), 'i')
+  return (book) => pattern.test(book.title) || pattern.test(book.author)
+}
 
 export class BookList {
   all: Book[] = []
   view: Book[] = this.all
   #filter = ''
-  #matcher: RegExp | null = null
+  #matcher: ((book: Book) => boolean) | null = null
   order: Order = BY_ID
   #sorted = true
   /** Every book in ascending order of a key other than id, once sorted by it */
@@ -67,7 +98,7 @@ export class BookList {
   setFilter (text: string): void {
     const previous = this.#filter
     this.#filter = text
-    this.#matcher = text === '' ? null : new RegExp(escapeRegExp(text), 'i')
+    this.#matcher = bookMatcher(text)
     if (previous !== '' && text.includes(previous)) {
       // Narrower than before (more typed around the same text): only the books still shown can
       // match. The text itself, not lower-cased: the match folds case letter by letter, which
@@ -191,7 +222,7 @@ export class BookList {
   }
 
   #matches (book: Book): boolean {
-    return this.#matcher === null || this.#matcher.test(book.title) || this.#matcher.test(book.author)
+    return this.#matcher === null || this.#matcher(book)
   }
 
   #rebuild (): void {
@@ -202,10 +233,27 @@ export class BookList {
     }
     const ascending = this.#ascending(this.order.key)
     const view = this.#matcher === null ? ascending.slice() : ascending.filter((book) => this.#matches(book))
-    // Ties are in id order both ways (comparator): descending is exactly ascending reversed
-    if (this.order.descending) view.reverse()
+    if (this.order.descending) reverseKeepingTies(view, this.order.key)
     this.view = view
   }
+}
+
+/**
+ * Reverses books in ascending order of `key` into descending order, ties still in ascending id
+ * order (as the service has them): the whole array reversed, then each run of equal keys.
+ */
+function reverseKeepingTies (books: Book[], key: SortKey): void {
+  books.reverse()
+  let start = 0
+  for (let index = 1; index <= books.length; index++) {
+    if (index < books.length && books[index]![key] === books[start]![key]) continue
+    if (index - start > 1) reverseRange(books, start, index)
+    start = index
+  }
+}
+
+function reverseRange (books: Book[], from: number, to: number): void {
+  for (let low = from, high = to - 1; low < high; low++, high--) [books[low], books[high]] = [books[high]!, books[low]!]
 }
 
 /** Puts `book` where `compare` says in `books`, which is in that order (binary search). */
@@ -220,13 +268,15 @@ function insertInOrder (books: Book[], book: Book, compare: (a: Book, b: Book) =
   books.splice(low, 0, book)
 }
 
-/** The order of two books: by the key (text in the reader's language, numbers as numbers), then id. */
+/**
+ * The order of two books, as the service lists them: by the key (text by code point, numbers as
+ * numbers), either way, then by id ascending whichever way the key goes.
+ */
 export function comparator ({ key, descending }: Order): (a: Book, b: Book) => number {
   const sign = descending ? -1 : 1
-  if (key === 'title' || key === 'author') {
-    return (a, b) => sign * (compareText(a[key], b[key]) || a.id - b.id)
-  }
-  return (a, b) => sign * ((a[key] - b[key]) || a.id - b.id)
+  if (key === 'id') return (a, b) => sign * (a.id - b.id)
+  if (key === 'title' || key === 'author') return (a, b) => sign * compareText(a[key], b[key]) || a.id - b.id
+  return (a, b) => sign * (a[key] - b[key]) || a.id - b.id
 }
 
 function escapeRegExp (text: string): string {

@@ -9,8 +9,20 @@
  * text jitter by a pixel or more. Past `MAX_SCROLL_PX` (about 110,000 rows) the scroll position
  * maps to the rows in proportion instead of one to one: a million books scroll about a quarter
  * row per pixel, and the rows in sight are always drawn near the top of the content.
+ *
+ * The rows are those of the list held whole (an array) or read in pages (paged-list.ts): a row
+ * whose book is not read yet is drawn as a placeholder of the same height, and each drawing tells
+ * `onSight` which rows are in sight, so that the pages around them are read.
  */
 import type { Book } from './book-list.js'
+
+/** What the table shows: a row per book, `at` undefined for a book not read yet. */
+export interface Rows {
+  readonly length: number
+  at: (index: number) => Book | undefined
+  /** False while the list may go on past `length` (its total is not known yet) */
+  readonly complete?: boolean
+}
 
 const MAX_SCROLL_PX = 4_000_000
 /** Rows drawn beyond each edge of the visible ones, so fast scrolling shows no gap. */
@@ -23,14 +35,19 @@ export class BookTable {
   #rowHeight = 36
   #measured = false
   #frame = 0
-  #rows: Book[] = []
+  #rows: Rows = []
+  /** The number of rows the last drawing laid out (a paged list grows between drawings) */
+  #laidOut = 0
+  /** The row to keep in sight at the next drawing, and how far into it the view starts */
+  #anchor: { row: number, within: number } | null = null
   readonly #topSpacer: HTMLTableRowElement
   readonly #bottomSpacer: HTMLTableRowElement
 
   constructor (
     readonly scroller: HTMLElement,
     readonly table: HTMLTableElement,
-    onAction: (action: RowAction, book: Book) => void
+    onAction: (action: RowAction, book: Book) => void,
+    readonly onSight: (first: number, last: number) => void
   ) {
     this.#topSpacer = spacerRow()
     this.#bottomSpacer = spacerRow()
@@ -46,7 +63,7 @@ export class BookTable {
       const button = (event.target as Element).closest<HTMLButtonElement>('button[data-action]')
       const row = button?.closest<HTMLTableRowElement>('tr[data-index]')
       if (!button || !row) return
-      const book = this.#rows[Number(row.dataset.index)]
+      const book = this.#rows.at(Number(row.dataset.index))
       if (book !== undefined) onAction(button.dataset.action as RowAction, book)
     })
   }
@@ -55,8 +72,23 @@ export class BookTable {
     return this.table.tBodies[0]!
   }
 
-  /** Shows `rows` (the view; not copied, so draw again after it changes). */
-  show (rows: Book[]): void {
+  /**
+   * Shows `rows` (not copied, so show or draw again after they change). With `keep`, the rows in
+   * sight stay in sight, `keep.shift` rows further down (rows came or went before them), rather
+   * than the scroll offset staying: a paged list that grows past the scaled height would
+   * otherwise move under the reader.
+   */
+  show (rows: Rows, keep?: { shift: number }): void {
+    if (keep !== undefined && this.#laidOut > 0) {
+      // Several changes before the next drawing: each moves the row the one before kept
+      const pending = this.#anchor
+      const scrollTop = this.scroller.scrollTop
+      const first = pending?.row ?? this.#visibleRange(this.#laidOut, scrollTop).first
+      const within = pending?.within ?? (this.#scaled(this.#laidOut) ? 0 : scrollTop - first * this.#rowHeight)
+      if (pending !== null || keep.shift !== 0 || (this.#scaled(this.#laidOut) && rows.length !== this.#laidOut)) {
+        this.#anchor = { row: first + keep.shift, within }
+      }
+    }
     this.#rows = rows
     this.schedule()
   }
@@ -68,7 +100,7 @@ export class BookTable {
 
   /** Scrolls so that the row at `index` of the view is in sight. */
   reveal (index: number): void {
-    const { first, last } = this.#visibleRange()
+    const { first, last } = this.#visibleRange(this.#rows.length, this.scroller.scrollTop)
     if (index >= first && index < last) return
     this.scroller.scrollTop = this.#offsetOf(index)
     this.draw()
@@ -83,8 +115,12 @@ export class BookTable {
     cancelAnimationFrame(this.#frame)
     this.#frame = 0
     const total = this.#rows.length
-    this.table.setAttribute('aria-rowcount', String(total + 1))
-    const { first, last } = this.#visibleRange()
+    this.#laidOut = total
+    this.table.setAttribute('aria-rowcount', String(this.#rows.complete === false ? -1 : total + 1))
+    const anchor = this.#anchor
+    this.#anchor = null
+    const scrollTop = anchor === null ? this.scroller.scrollTop : this.#offsetOf(anchor.row) + anchor.within
+    const { first, last } = this.#visibleRange(total, scrollTop)
     const from = Math.max(0, first - OVERSCAN)
     const to = Math.min(total, last + OVERSCAN)
 
@@ -95,15 +131,19 @@ export class BookTable {
       : null
 
     const rows: HTMLTableRowElement[] = []
-    for (let index = from; index < to; index++) rows.push(bookRow(this.#rows[index]!, index))
-    const height = this.#scrollHeight()
+    for (let index = from; index < to; index++) {
+      const book = this.#rows.at(index)
+      rows.push(book === undefined ? placeholderRow(index) : bookRow(book, index))
+    }
+    const height = this.#scrollHeight(total)
     // Scaled, row `first` is put at the top of the view, wherever the proportion put the view
-    const offset = this.#scaled() ? this.scroller.scrollTop - (first - from) * this.#rowHeight : from * this.#rowHeight
+    const offset = this.#scaled(total) ? scrollTop - (first - from) * this.#rowHeight : from * this.#rowHeight
     const top = Math.max(0, Math.min(offset, height - (to - from) * this.#rowHeight))
     ;(this.#topSpacer.firstElementChild as HTMLElement).style.height = `${top}px`
     ;(this.#bottomSpacer.firstElementChild as HTMLElement).style.height =
       `${Math.max(0, height - top - (to - from) * this.#rowHeight)}px`
     this.#body.replaceChildren(this.#topSpacer, ...rows, this.#bottomSpacer)
+    if (anchor !== null) this.scroller.scrollTop = scrollTop
 
     if (focused !== null) this.focusRow(focused.id, focused.action, { preventScroll: true })
     if (!this.#measured && rows.length > 0) {
@@ -112,24 +152,27 @@ export class BookTable {
       if (measured > 0 && Math.abs(measured - this.#rowHeight) > 0.5) {
         this.#rowHeight = measured
         this.draw()
+        return
       }
     }
+    this.onSight(first, last)
   }
 
-  /** The full height the rows would take, capped where a browser stops laying out. */
-  #scrollHeight (): number {
-    return Math.min(this.#rows.length * this.#rowHeight, MAX_SCROLL_PX)
+  /** The full height `total` rows would take, capped where a browser stops laying out. */
+  #scrollHeight (total: number): number {
+    return Math.min(total * this.#rowHeight, MAX_SCROLL_PX)
   }
 
-  #scaled (): boolean {
-    return this.#rows.length * this.#rowHeight > MAX_SCROLL_PX
+  #scaled (total: number): boolean {
+    return total * this.#rowHeight > MAX_SCROLL_PX
   }
 
   /** The scroll offset at which row `index` is the first in sight. */
   #offsetOf (index: number): number {
-    if (!this.#scaled()) return index * this.#rowHeight
-    const range = this.#scrollHeight() - this.#viewportRows() * this.#rowHeight
-    return Math.round(index / Math.max(1, this.#rows.length - this.#viewportRows()) * range)
+    const total = this.#rows.length
+    if (!this.#scaled(total)) return index * this.#rowHeight
+    const range = this.#scrollHeight(total) - this.#viewportRows() * this.#rowHeight
+    return Math.round(index / Math.max(1, total - this.#viewportRows()) * range)
   }
 
   #viewportRows (): number {
@@ -137,14 +180,12 @@ export class BookTable {
     return Math.max(1, Math.ceil((this.scroller.clientHeight - header) / this.#rowHeight))
   }
 
-  /** The rows in sight: from `first` up to, not including, `last`. */
-  #visibleRange (): { first: number, last: number } {
-    const total = this.#rows.length
+  /** The rows in sight of `total` at `scrollTop`: from `first` up to, not including, `last`. */
+  #visibleRange (total: number, scrollTop: number): { first: number, last: number } {
     const visible = this.#viewportRows()
-    const scrollTop = this.scroller.scrollTop
     let first: number
-    if (this.#scaled()) {
-      const range = Math.max(1, this.#scrollHeight() - visible * this.#rowHeight)
+    if (this.#scaled(total)) {
+      const range = Math.max(1, this.#scrollHeight(total) - visible * this.#rowHeight)
       first = Math.round(Math.min(1, scrollTop / range) * Math.max(0, total - visible))
     } else {
       first = Math.floor(scrollTop / this.#rowHeight)
@@ -160,6 +201,17 @@ function spacerRow (): HTMLTableRowElement {
   row.setAttribute('aria-hidden', 'true')
   const cell = row.insertCell()
   cell.colSpan = 5
+  return row
+}
+
+/** A row whose book is being read: the same height as a book's, at its place in the list. */
+function placeholderRow (index: number): HTMLTableRowElement {
+  const row = document.createElement('tr')
+  row.className = 'placeholder'
+  row.setAttribute('aria-rowindex', String(index + 2))
+  const cell = row.insertCell()
+  cell.colSpan = 5
+  cell.textContent = 'Loading…'
   return row
 }
 

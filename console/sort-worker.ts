@@ -1,6 +1,6 @@
 /**
- * Sorts a column of a long list off the page's thread: a million titles take seconds with the
- * reader's collation, during which the page would not even scroll (main.ts, `inOrderOf`).
+ * Sorts a column of a long list off the page's thread, so that the page keeps scrolling and
+ * taking keys while it sorts (main.ts, `inOrderOf`).
  */
 import { columnOrder, type Column } from './column-order.js'
 

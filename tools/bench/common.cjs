@@ -1,8 +1,9 @@
 'use strict'
 /**
  * What the benchmarks share (tools/bench/run.cjs, topology.cjs, stream.cjs, load.cjs,
- * embedded-start.cjs): the service, its database, its clients, reading a process's memory, the
- * median of runs, and undoing what a run started.
+ * embedded-start.cjs, list.cjs, console.cjs): the service, its database, its clients, the kept
+ * databases of many books, reading a process's memory, the median of runs, and undoing what a
+ * run started.
  */
 const { randomBytes } = require('node:crypto')
 const fs = require('node:fs')
@@ -39,6 +40,64 @@ function databaseUrl (name) {
   const url = new URL(ADMIN_URL)
   url.pathname = `/${name}`
   return url.toString()
+}
+
+/**
+ * Books of `npm run bench:list` and `npm run bench:console`, in one statement: titles of three
+ * to five words drawn from 1,000 (`night` is 10 of them, so it is in about one title of 25;
+ * `Quixotic` is added to 20 titles), authors from 200 first and 500 last names (`Tolkien` about
+ * one in 500), years 1450 to 2024.
+ */
+const LIST_SEED = `INSERT INTO books (title, author, year)
+  SELECT initcap(array_to_string(ARRAY(
+           SELECT words[1 + ((g::int8 * (7919 + w * 104729) + w * 15485863) % 1000)::int]
+           FROM generate_series(1, 3 + g % 3) AS w), ' ')) ||
+           CASE WHEN g % ($1::int / 20) = 7 THEN ' Quixotic' ELSE '' END,
+         firsts[1 + (g * 31 % 200)::int] || ' ' || lasts[1 + (g * 17 % 500)::int],
+         1450 + (g * 7 % 575)::int
+  FROM generate_series(1, $1::int) AS g,
+       (SELECT array_fill('night'::text, ARRAY[10]) || array_agg(word) AS words FROM (
+          SELECT 'w' || to_hex(n * 2654435761 % 4294967296) AS word FROM generate_series(1, 990) AS n) AS v) AS t,
+       (SELECT array_agg('First' || n) AS firsts FROM generate_series(1, 200) AS n) AS f,
+       (SELECT array_agg(CASE WHEN n = 1 THEN 'Tolkien' ELSE 'Last' || n END) AS lasts FROM generate_series(1, 500) AS n) AS l`
+
+async function migrations () {
+  return (await import(path.join(ROOT, 'dist', 'src', 'db', 'migrations.js'))).migrations
+}
+
+/**
+ * The kept database of `books` books (`bookkeeping_bench_list_<books>`), seeded with LIST_SEED
+ * into the tables of the migrations without the steps that run alone (the indexes, the
+ * analyze): the service builds those when it starts on it. A database that holds `books` books
+ * already is used as it is (`seeded` null), unless `reseed`; one that does not is made anew,
+ * unless `create` is false: then this fails, and says how to make it.
+ */
+async function listDatabase (books, { reseed = false, create = true } = {}) {
+  const name = `bookkeeping_bench_list_${books}`
+  const url = databaseUrl(name)
+  const exists = await admin(async (client) => (await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name])).rowCount === 1)
+  if (exists && !reseed) {
+    const count = await admin(async (client) => Number((await client.query('SELECT count(*) FROM books')).rows[0].count), url)
+    if (count >= books) return { name, url, seeded: null }
+  }
+  if (!create) throw new Error(`database ${name} is missing or holds fewer than ${books} books: make it with BENCH_LIST_BOOKS=${books} npm run bench:list`)
+  await admin(async (client) => {
+    await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    await client.query(`CREATE DATABASE ${name}`)
+  })
+  const started = performance.now()
+  await admin(async (client) => {
+    await client.query(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
+      applied_at timestamptz NOT NULL DEFAULT now())`)
+    for (const { version, name, sql, alone } of await migrations()) {
+      if (alone) continue
+      await client.query(sql)
+      await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [version, name])
+    }
+    await client.query(LIST_SEED, [books])
+    await client.query('VACUUM ANALYZE books')
+  }, url)
+  return { name, url, seeded: (performance.now() - started) / 1000 }
 }
 
 function freePort () {
@@ -223,6 +282,7 @@ module.exports = {
   connect,
   admin,
   databaseUrl,
+  listDatabase,
   freePort,
   serviceCommand,
   stopChild,

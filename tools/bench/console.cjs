@@ -1,21 +1,40 @@
 'use strict'
 /**
- * `npm run bench:console`: the web console (/console/) in a real browser on large lists. Per size
- * (100,000 and 1,000,000 books by default), ROUNDS times (default 3, medians reported), in a fresh
- * browser context each time: sign in through the form and wait for the status line to count every
- * book; the page's own measures (`first-rows` and `list-loaded` from the moment the list request
- * starts, `filter` per input event until the rows are drawn, `sort`); the page's memory after a
- * forced GC; the rows in the DOM; filters typed one key at a time; sorting by title.
+ * `npm run bench:console`: the web console (/console/) in a real browser on long lists, which it
+ * reads in pages (past 100,000 books; docs/console.md). Per size (1,000,000 and 10,000,000 books
+ * by default), ROUNDS times (default 3, medians and the slowest reported), each in a fresh
+ * browser context:
  *
- * The reference, in the same run and the same browser, in a fresh context of its own: the naive
- * page, `await (await fetch('/books')).json()`, whose first row is its whole list, and the naive
- * filter of that array (`books.filter(...)` with `toLowerCase().includes`) for the same keys.
+ * - sign in through the form: the time from the click on Sign in to the first book rows drawn
+ *   (the page streams the list at first), and to the first rows of the list in pages;
+ * - the JavaScript heap once in pages, after a forced collection;
+ * - filters typed one key at a time (80 ms apart): the time from the last key to the first
+ *   results drawn (the page's `filter-results` measure, its wait after the last key included);
+ * - a steady fast scroll with the wheel (about 330 rows a second for 5 s): how many of the frames
+ *   drawn meanwhile had rows not read yet (placeholders) in the DOM;
+ * - a far scroll: the list scrolled to its bottom again and again (FAR_SCROLLS times), each time
+ *   until the rows in sight are drawn, rather than placeholders; the longest task of the page's
+ *   thread meanwhile; how deep it got; the heap after it; and back to the top, where the first
+ *   pages, dropped meanwhile, are read again;
+ * - sorting by title: the click to the rows drawn.
  *
- *   npm run bench:console                                 # 100,000 and 1,000,000 books
- *   npm run build && node tools/bench/console.cjs 100000    # sizes as an argument (commas allowed)
+ * The reference, up to 1,000,000 books, in the same browser, in a fresh context of its own: the
+ * naive page, `await (await fetch('/books')).json()`, which holds every book, as the console did
+ * before it read long lists in pages (10,000,000 books are a 1 GB answer, more than a page can
+ * parse).
  *
- * Environment: ROUNDS (default 3), TEST_DB_URL (the server the throw-away database is created
- * on, default postgres://postgres@127.0.0.1:5432/postgres), CHROMIUM (default /usr/bin/chromium).
+ * The books are those of `npm run bench:list` (tools/bench/common.cjs, `listDatabase`), in its
+ * kept databases `bookkeeping_bench_list_<books>`: up to 1,000,000 books this benchmark seeds one
+ * when it is missing (the service builds its indexes when it starts on it, which takes a minute
+ * or two); a larger one must have been made by `BENCH_LIST_BOOKS=<books> npm run bench:list`.
+ * The filters are that seed's: `night` (in one title of 25), `quixotic` (20 titles), `tolkien`
+ * (one author of 500), `qzx` (nothing).
+ *
+ *   npm run bench:console                                   # 1,000,000 and 10,000,000 books
+ *   npm run build && node tools/bench/console.cjs 1000000     # sizes as an argument (commas allowed)
+ *
+ * Environment: ROUNDS (default 3), FAR_SCROLLS (default 100), TEST_DB_URL (the server, default
+ * postgres://postgres@127.0.0.1:5432/postgres), CHROMIUM (default /usr/bin/chromium).
  *
  * The service is started as `npm start` starts it (tools/bench/common.cjs), on a port the system
  * gives (PORT=0, read from its "Server listening at" log line). A script, not a test: it prints
@@ -24,30 +43,43 @@
 const { spawn } = require('node:child_process')
 const { randomBytes } = require('node:crypto')
 const fs = require('node:fs')
-const http = require('node:http')
 const os = require('node:os')
 const path = require('node:path')
 const readline = require('node:readline')
 const { chromium } = require('playwright-core')
-const { ROOT, USERNAME, PASSWORD, admin, serviceCommand, runBenchmark, median, readMemory } = require('./common.cjs')
+const {
+  ROOT, USERNAME, PASSWORD, admin, issueToken, listDatabase, markdownTable, median, readMemory, request, runBenchmark,
+  serviceCommand, stopChild
+} = require('./common.cjs')
 
-const SIZES = parseSizes(process.argv.slice(2).join(',') || '100000,1000000')
+const SIZES = parseSizes(process.argv.slice(2).join(',') || '1000000,10000000')
 const ROUNDS = Number(process.env.ROUNDS ?? 3)
+const FAR_SCROLLS = Number(process.env.FAR_SCROLLS ?? 100)
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium'
 const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync']
 
-/** What a person looks for: a word of a title, an author's name, a word no book has. */
-const FILTERS = ['garden', 'anna k', 'lighthouse', 'qzx']
+/** Up to this many books the benchmark seeds its database; a larger one is made by bench:list. */
+const SEEDS_UP_TO = 1_000_000
+/** The console reads the list in pages past this many books (console/list-view.ts). */
+const PAGED_ABOVE = 100_000
+/** Up to this many books the naive page is measured too. */
+const NAIVE_UP_TO = 1_000_000
+/** Words of LIST_SEED's titles and authors (tools/bench/common.cjs), and one that nothing has. */
+const FILTERS = ['night', 'quixotic', 'tolkien', 'qzx']
 /** Between keys, a fast typist's pace */
 const KEY_DELAY_MS = 80
+/** A steady fast scroll: 600 px (about 17 rows) every 50 ms, some 330 rows a second, for 5 s */
+const WHEEL_STEPS = 100
+const WHEEL_PX = 600
+const WHEEL_INTERVAL_MS = 50
 /** The issue's targets */
-const FIRST_ROWS_TARGET_MS = 1000
-const FILTER_TARGET_MS = 100
-const FILTER_TARGET_SIZE = 100_000
+const FIRST_ROWS_TARGET_MS = 300
+const FILTER_TARGET_MS = 300
+const HEAP_TARGET_BYTES = 100e6
 
-const START_TIMEOUT_MS = 30_000
-const LOAD_TIMEOUT_MS = 10 * 60_000
+/** A service on a table whose indexes it builds first takes a while to listen. */
+const START_TIMEOUT_MS = 30 * 60_000
 const ACTION_TIMEOUT_MS = 120_000
 const MB = 1e6
 
@@ -62,109 +94,32 @@ function parseSizes (text) {
       process.exit(1)
     }
   }
-  // Ascending, so each size only adds books to the table
   return [...new Set(sizes.map(Number))].sort((a, b) => a - b)
-}
-
-// --- the data ---------------------------------------------------------------------------------
-
-const WORDS = {
-  adjectives: ['Silent', 'Hidden', 'Forgotten', 'Burning', 'Northern', 'Crimson', 'Golden', 'Broken', 'Distant',
-    'Quiet', 'Wandering', 'Secret', 'Last', 'Endless', 'Winter', 'Summer', 'Ancient', 'Restless', 'Shattered',
-    'Velvet', 'Hollow', 'Scarlet', 'Silver', 'Bitter', 'Gentle', 'Lonely', 'Stolen', 'Sleeping', 'Painted',
-    'Frozen', 'Invisible', 'Midnight', 'Savage', 'Tender', 'Wild', 'Iron', 'Glass', 'Paper', 'Lost', 'Sacred'],
-  nouns: ['Garden', 'Lighthouse', 'River', 'Kingdom', 'Orchard', 'Mirror', 'Harbor', 'Library', 'Mountain',
-    'Voyage', 'Letter', 'Station', 'Island', 'Forest', 'Bridge', 'Clockmaker', 'Cartographer', 'Daughter',
-    'Widow', 'Empire', 'Cathedral', 'Promise', 'Shadow', 'Storm', 'Tide', 'Archive', 'Compass', 'Lantern',
-    'Meadow', 'Carnival', 'Summit', 'Prophecy', 'Inheritance', 'Detective', 'Orchestra', 'Alchemist',
-    'Ferryman', 'Vineyard', 'Monastery', 'Labyrinth', 'Season', 'Covenant', 'Atlas', 'Horizon', 'Republic',
-    'Gambit', 'Requiem', 'Chronicle', 'Mapmaker', 'Violinist'],
-  places: ['Samarkand', 'Lisbon', 'Kyoto', 'Valparaíso', 'Timbuktu', 'Prague', 'Zanzibar', 'Odessa', 'Marrakesh',
-    'Reykjavík', 'Trieste', 'Havana', 'Istanbul', 'Saint Petersburg', 'Buenos Aires', 'Alexandria', 'Kraków',
-    'Dublin', 'Montréal', 'Cape Town', 'Kolkata', 'Nagasaki', 'Bergen', 'Seville', 'Tbilisi', 'Quebec', 'Vienna',
-    'Lagos', 'Hanoi', 'the Northern Sea'],
-  genres: ['Novel', 'Memoir', 'History', 'Romance', 'Mystery', 'Tale', 'Study', 'Journey'],
-  firstNames: ['Anna', 'Eleanor', 'Mateo', 'Yuki', 'Olufemi', 'Ingrid', 'Rahul', 'Sofia', 'Chen', 'Amara', 'Lucas',
-    'Fatima', 'Henrik', 'Mei', 'Tomás', 'Aisha', 'Pierre', 'Nadia', 'Kwame', 'Elena', 'Dmitri', 'Priya', 'Jonah',
-    'Leila', 'Santiago', 'Hana', 'Oskar', 'Zainab', 'Margaret', 'Kenji', 'Isabel', 'Ahmed', 'Clara', 'Viktor',
-    'Ngozi', 'William', 'Rosa', 'Arjun', 'Greta', 'Samuel'],
-  lastNames: ['Kowalski', 'Okafor', 'Lindqvist', 'Tanaka', 'Moreau', 'Fernández', 'Nakamura', 'Haddad', "O'Brien",
-    'Petrov', 'Schmidt', 'Nguyen', 'Kaur', 'Rossi', 'Novak', 'Mbeki', 'Johansson', 'García', 'Kim', 'Murphy',
-    'Ivanova', 'Dubois', 'Costa', 'Sato', 'Müller', 'Adeyemi', 'Horvat', 'Jensen', 'Khan', 'Silva', 'Bianchi',
-    'Kovač', 'Andersen', 'Popescu', 'Yilmaz', 'Cohen', 'Wójcik', 'Eriksson', 'Takahashi', 'Mendes', 'Walsh',
-    'Sokolov', 'Laurent', 'Abara', 'Fischer', 'Park', 'Castillo', 'Lehmann', 'Hughes', 'Varga', 'Quinn', 'Ortega',
-    'Bakker', 'Chowdhury', 'Zhang', 'Rahman', 'Keller', 'Obi', 'Harrington', 'Delacroix']
-}
-
-/**
- * Books `from`..`to` in one statement: titles of five shapes (about 40 characters on average),
- * authors with now and then an initial or a double name, years 1500 to 2025; the words are picked
- * by pieces of the md5 of the row number, so the table is the same every run.
- */
-const SEED_SQL = `
-  INSERT INTO books (title, author, year)
-  SELECT
-    CASE h[1] % 5
-      WHEN 0 THEN 'Return to the ' || ($3::text[])[1 + h[2] % n.a] || ' ' || ($4::text[])[1 + h[3] % n.n] || ' of ' || ($5::text[])[1 + h[4] % n.p]
-      WHEN 1 THEN ($3::text[])[1 + h[2] % n.a] || ' ' || ($4::text[])[1 + h[3] % n.n] || 's of the ' ||
-        ($3::text[])[1 + h[4] % n.a] || ' ' || ($4::text[])[1 + h[5] % n.n]
-      WHEN 2 THEN 'The ' || ($3::text[])[1 + h[2] % n.a] || ' ' || ($4::text[])[1 + h[3] % n.n] || ': A ' ||
-        ($6::text[])[1 + h[4] % n.g] || ' of ' || ($5::text[])[1 + h[5] % n.p]
-      WHEN 3 THEN 'The ' || ($4::text[])[1 + h[2] % n.n] || ' and the ' || ($4::text[])[1 + h[3] % n.n] || ' of ' || ($5::text[])[1 + h[4] % n.p]
-      ELSE 'A ' || ($3::text[])[1 + h[2] % n.a] || ' ' || ($4::text[])[1 + h[3] % n.n] || ' for ' || ($7::text[])[1 + h[4] % n.f] ||
-        ' ' || ($8::text[])[1 + h[5] % n.l]
-    END || CASE WHEN h[6] % 9 = 0 THEN ', Volume ' || (2 + h[7] % 5) ELSE '' END,
-    ($7::text[])[1 + h[8] % n.f] || ' ' ||
-      CASE WHEN h[6] % 4 = 0 THEN chr(65 + h[7] % 26) || '. ' ELSE '' END ||
-      ($8::text[])[1 + h[9] % n.l] ||
-      CASE WHEN h[9] % 13 = 0 THEN '-' || ($8::text[])[1 + h[5] % n.l] ELSE '' END,
-    1500 + h[10] % 526
-  FROM generate_series($1::int, $2::int) AS g,
-    LATERAL (SELECT md5(g::text) || md5(g::text || '.') AS m) AS d,
-    LATERAL (SELECT array_agg(('x' || substr(d.m, 1 + 6 * i, 6))::bit(24)::int ORDER BY i) AS h
-      FROM generate_series(0, 9) AS i) AS hashes,
-    (SELECT cardinality($3::text[]) AS a, cardinality($4::text[]) AS n, cardinality($5::text[]) AS p,
-      cardinality($6::text[]) AS g, cardinality($7::text[]) AS f, cardinality($8::text[]) AS l) AS n`
-
-async function seed (dbUrl, from, to) {
-  const started = performance.now()
-  return admin(async (client) => {
-    await client.query(SEED_SQL, [from, to, WORDS.adjectives, WORDS.nouns, WORDS.places, WORDS.genres, WORDS.firstNames, WORDS.lastNames])
-    // Hint bits and statistics now, not during the first measured read
-    await client.query('VACUUM (ANALYZE) books')
-    await client.query('CHECKPOINT').catch(() => {})
-    const { rows: [facts] } = await client.query(`SELECT count(*)::int AS count, min(id)::int AS min, max(id)::int AS max,
-      avg(length(title))::float AS title, avg(length(author))::float AS author,
-      count(DISTINCT title)::int AS titles, count(DISTINCT author)::int AS authors FROM books`)
-    if (facts.count !== to || facts.max !== to) throw new Error(`seeding gave ${JSON.stringify(facts)}, expected ids 1..${to}`)
-    console.error(`seeded books ${group(from)}..${group(to)} in ${((performance.now() - started) / 1000).toFixed(1)} s: ` +
-      `${group(facts.count)} books, titles ${facts.title.toFixed(1)} characters on average (${group(facts.titles)} distinct), ` +
-      `authors ${facts.author.toFixed(1)} (${group(facts.authors)} distinct)`)
-    return facts
-  }, dbUrl)
 }
 
 // --- the service ------------------------------------------------------------------------------
 
-/** `npm start` on PORT=0; resolves with the port of its "Server listening at" line. */
+/** `npm start` on PORT=0; resolves once its "Server listening at" line says where. */
 async function startService (bench, dbUrl) {
   const { start, command, args, env } = serviceCommand({
     DB_URL: dbUrl,
     SECRET_TOKEN: randomBytes(36).toString('base64url'),
     PORT: '0',
-    // info: the "Server listening at" line
+    // info: the "Server listening at" line, and the migrations applied
     LOG_LEVEL: 'info',
     TOKEN_RATE_LIMIT: '1000000',
     TOKEN_USERNAME_RATE_LIMIT: '1000000'
   })
+  const started = performance.now()
   const child = bench.track(spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] }))
-  const service = { child, start, port: null, url: null, recent: [], complaints: [] }
+  const service = { child, start, port: null, url: null, recent: [], complaints: [], migrations: 0, startSeconds: null }
   const port = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the service did not log "Server listening at" within ${START_TIMEOUT_MS} ms\n${service.recent.join('\n')}`)), START_TIMEOUT_MS)
     for (const stream of [child.stdout, child.stderr]) {
       readline.createInterface({ input: stream }).on('line', (line) => {
         service.recent.push(line)
         if (service.recent.length > 50) service.recent.shift()
+        if (line.includes('"applied migration"')) service.migrations++
         const listening = /Server listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(line)
         if (listening !== null && service.port === null) {
           clearTimeout(timer)
@@ -185,49 +140,23 @@ async function startService (bench, dbUrl) {
   })
   service.port = port
   service.url = `http://127.0.0.1:${port}`
+  service.startSeconds = (performance.now() - started) / 1000
   return service
-}
-
-/** One whole GET /books from Node, read and dropped: the table's pages in PostgreSQL's cache. */
-function warmUp (service, token) {
-  return new Promise((resolve, reject) => {
-    const started = performance.now()
-    let bytes = 0
-    http.get(`${service.url}/books`, { headers: { authorization: token } }, (res) => {
-      res.on('data', (chunk) => { bytes += chunk.length })
-      res.on('end', () => resolve({ status: res.statusCode, bytes, ms: performance.now() - started }))
-      res.on('error', reject)
-    }).on('error', reject)
-  })
-}
-
-async function token (service) {
-  const response = await fetch(`${service.url}/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ username: USERNAME, password: PASSWORD })
-  })
-  if (response.status !== 200) throw new Error(`POST /token answered ${response.status}`)
-  return (await response.json()).data.token
 }
 
 // --- the page ---------------------------------------------------------------------------------
 
 /**
- * Put in every page before its scripts: from a key pressed in the Filter box (the keydown's
- * timestamp) or a click on a column header, until the first task after the next animation frame,
- * which runs once that frame has been painted. Trusted events (Playwright's keys and clicks come
- * in through the DevTools protocol as real input), so this includes any wait before the page
- * got to the key.
+ * Put in every page before its scripts: when Sign in was clicked (the click's timestamp, so the
+ * page's own measures can be read from it), and every long task of the page's thread.
  */
-function paintProbe () {
-  window.benchPaint = { keys: [], clicks: [] }
-  const afterPaint = (start, into) => window.requestAnimationFrame(() => setTimeout(() => into.push(performance.now() - start), 0))
-  window.addEventListener('keydown', (event) => {
-    if (event.target && event.target.id === 'filter') afterPaint(event.timeStamp, window.benchPaint.keys)
-  }, true)
+function pageProbe () {
+  window.benchLongTasks = []
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) window.benchLongTasks.push({ start: entry.startTime, duration: entry.duration })
+  }).observe({ type: 'longtask' })
   window.addEventListener('click', (event) => {
-    if (event.target && event.target.closest && event.target.closest('th')) afterPaint(event.timeStamp, window.benchPaint.clicks)
+    if (event.target?.closest?.('button')?.textContent === 'Sign in') window.benchSignIn = event.timeStamp
   }, true)
 }
 
@@ -240,7 +169,10 @@ async function openPage (browser, log, label) {
     if (message.type() === 'error' || message.type() === 'warning') log.push(`${label}: console.${message.type()}: ${message.text().slice(0, 300)}`)
   })
   page.on('pageerror', (err) => log.push(`${label}: uncaught: ${err.message.slice(0, 300)}`))
-  page.on('requestfailed', (request) => log.push(`${label}: request failed: ${request.method()} ${request.url()}: ${request.failure()?.errorText}`))
+  // A request the page cancelled (the list read whole, at the switch to pages) is the design, not a failure
+  page.on('requestfailed', (request) => {
+    if (request.failure()?.errorText !== 'net::ERR_ABORTED') log.push(`${label}: request failed: ${request.method()} ${request.url()}: ${request.failure()?.errorText}`)
+  })
   page.on('crash', () => log.push(`${label}: THE PAGE CRASHED`))
   return { context, page }
 }
@@ -276,116 +208,165 @@ async function pageMemory (context, page, browserSession, before) {
   return { heap: metric('JSHeapUsedSize'), nodes: metric('Nodes'), rss }
 }
 
+/** The durations of the page's measures named `name`, in order. */
 const measures = (page, name) => page.evaluate((name) => performance.getEntriesByName(name, 'measure').map((m) => m.duration), name)
 
-/** One round of the console: sign in, load, memory, rows, filters, sort. */
+/** Waits until the page has `count` measures named `name`; the last one's duration. */
+async function nextMeasure (page, name, count) {
+  await page.waitForFunction(([name, count]) => performance.getEntriesByName(name, 'measure').length >= count, [name, count], { polling: 20 })
+  return (await measures(page, name)).at(-1)
+}
+
+/**
+ * The duration of the page's `filter-results` measure for `filter`, from the last key typed: a
+ * list read for a text typed on the way (had a key come late) is told apart by its `detail`.
+ */
+async function filterResults (page, filter) {
+  const handle = await page.waitForFunction((filter) => {
+    const lastKey = performance.getEntriesByName('filter-start', 'mark').at(-1)
+    const measure = performance.getEntriesByName('filter-results', 'measure')
+      .filter((entry) => entry.detail?.filter === filter && entry.startTime === lastKey?.startTime).at(-1)
+    return measure === undefined ? false : measure.duration
+  }, filter, { polling: 20 })
+  return handle.jsonValue()
+}
+
+/**
+ * Resolves once the rows in sight are drawn as books, not placeholders being read: checked from
+ * the second frame on, the first being the one whose drawing a scroll just asked for.
+ */
+function rowsDrawn (page) {
+  return page.evaluate(() => new Promise((resolve) => {
+    let frames = 0
+    const check = () => {
+      frames++
+      const drawn = document.querySelector('#books tbody tr.placeholder') === null && document.querySelector('#books tbody tr.book') !== null
+      if (frames >= 2 && drawn) resolve()
+      else window.requestAnimationFrame(check)
+    }
+    window.requestAnimationFrame(check)
+  }))
+}
+
+/** The deepest row drawn (its place in the list, from 0). */
+const deepestRow = (page) => page.evaluate(() => Math.max(0, ...[...document.querySelectorAll('#books tbody tr.book')]
+  .map((row) => Number(row.getAttribute('aria-rowindex')) - 2)))
+
+/** One round of the console: sign in, the switch to pages, memory, filters, a far scroll, a sort. */
 async function consoleRound (browser, browserSession, service, size, log) {
-  const { context, page } = await openPage(browser, log, `console ${group(size)}`)
+  const label = `console ${group(size)}`
+  const { context, page } = await openPage(browser, log, label)
   try {
-    await page.addInitScript(paintProbe)
+    await page.addInitScript(pageProbe)
     await page.goto(`${service.url}/console/`)
     await page.getByLabel('Username').fill(USERNAME)
     await page.getByLabel('Password').fill(PASSWORD)
     const before = await rendererTimes(browserSession)
-    const clicked = performance.now()
     await page.getByRole('button', { name: 'Sign in', exact: true }).click()
-    const expected = `${group(size)} books`
-    const status = await (await page.waitForFunction((expected) => {
-      const count = document.getElementById('count').textContent
-      const notice = document.getElementById('notice').textContent.trim()
-      if (notice !== '') return { count, notice }
-      return count === expected ? { count, notice: null } : false
-    }, expected, { polling: 100, timeout: LOAD_TIMEOUT_MS })).jsonValue()
-    const seenLoaded = performance.now() - clicked
-    if (status.notice !== null) throw new Error(`the console shows a problem: "${status.notice}" (status: ${status.count})`)
-    const [firstRows] = await measures(page, 'first-rows')
-    const [listLoaded] = await measures(page, 'list-loaded')
-    const pageToken = await page.evaluate(() => sessionStorage.getItem('bookkeeping.token'))
-    const memory = await pageMemory(context, page, browserSession, before)
-    const domRows = await page.locator('#books tbody tr.book').count()
-
-    // Typed one key at a time into the focused box; the box is cleared between queries
-    const filters = []
-    for (const query of FILTERS) {
-      await page.locator('#filter').fill('')
-      await page.evaluate(() => new Promise((resolve) => window.requestAnimationFrame(() => setTimeout(resolve, 0))))
-      await page.evaluate(() => { performance.clearMeasures('filter'); window.benchPaint.keys.length = 0 })
-      await page.locator('#filter').focus()
-      await page.keyboard.type(query, { delay: KEY_DELAY_MS })
-      await page.waitForFunction((n) => window.benchPaint.keys.length >= n, query.length, { polling: 50 })
-      const { handler, paint, count } = await page.evaluate(() => ({
-        handler: performance.getEntriesByName('filter', 'measure').map((m) => m.duration),
-        paint: window.benchPaint.keys.slice(),
-        count: document.getElementById('count').textContent
-      }))
-      if (handler.length !== query.length) log.push(`console ${group(size)}: "${query}" typed ${query.length} keys, ${handler.length} filter measures`)
-      filters.push({ query, handler, paint, count, shown: shownOf(count) })
-    }
-
-    // Sorted by title, from the whole list in id order
-    await page.locator('#filter').fill('')
-    // The longest the page's thread was busy in one go while it sorted (the rest is in a worker)
-    await page.evaluate(() => {
-      performance.clearMeasures('sort')
-      window.benchPaint.clicks.length = 0
-      window.benchLongTasks = []
-      new PerformanceObserver((list) => { for (const entry of list.getEntries()) window.benchLongTasks.push(entry.duration) })
-        .observe({ type: 'longtask' })
+    // From the click: the end of the page's `first-rows` measure, and of `first-page`
+    await nextMeasure(page, 'first-rows', 1)
+    const paged = size > PAGED_ABOVE
+    if (paged) await nextMeasure(page, 'first-page', 1)
+    const signIn = await page.evaluate(() => {
+      const end = (name) => {
+        const [entry] = performance.getEntriesByName(name, 'measure')
+        return entry === undefined ? null : entry.startTime + entry.duration - window.benchSignIn
+      }
+      const [listStart] = performance.getEntriesByName('list-start', 'mark')
+      return { signedIn: listStart.startTime - window.benchSignIn, firstRows: end('first-rows'), firstPage: end('first-page') }
     })
-    await page.getByRole('button', { name: 'Title', exact: true }).click()
-    await page.waitForFunction(() => window.benchPaint.clicks.length > 0 && performance.getEntriesByName('sort', 'measure').length > 0, null, { polling: 50 })
-    const [sort] = await measures(page, 'sort')
-    const sortLongestTask = await page.evaluate(() => Math.max(0, ...window.benchLongTasks))
-    const [sortPaint] = await page.evaluate(() => window.benchPaint.clicks)
-    const firstTitles = await page.locator('#books tbody tr.book td:nth-child(2)').evaluateAll((cells) => cells.slice(0, 5).map((cell) => cell.textContent))
-    const collator = new Intl.Collator('en-US', { sensitivity: 'base', numeric: true })
-    const sortedOk = firstTitles.length > 1 && firstTitles.every((title, i) => i === 0 || collator.compare(firstTitles[i - 1], title) <= 0)
-    if (!sortedOk) log.push(`console ${group(size)}: after sorting by title the first rows are ${JSON.stringify(firstTitles)}`)
+    const expected = paged ? `More than ${group(PAGED_ABOVE)} books` : `${group(size)} books`
+    await page.waitForFunction((expected) => document.getElementById('count').textContent === expected, expected, { polling: 50 })
+    const pageToken = await page.evaluate(() => sessionStorage.getItem('bookkeeping.token'))
+    const signInLongestTask = await page.evaluate(() => Math.max(0, ...window.benchLongTasks.map((task) => task.duration)))
+    const memory = await pageMemory(context, page, browserSession, before)
 
-    return { firstRows, listLoaded, seenLoaded, memory, domRows, filters, sort, sortPaint, sortLongestTask, firstTitles, sortedOk, token: pageToken }
+    // Typed one key at a time into the Filter box; the first results after the last key
+    const filters = []
+    const filterBox = page.getByRole('searchbox', { name: 'Filter' })
+    for (const query of FILTERS) {
+      await filterBox.focus()
+      await page.keyboard.type(query, { delay: KEY_DELAY_MS })
+      const results = await filterResults(page, query)
+      const count = await page.evaluate(() => document.getElementById('count').textContent)
+      filters.push({ query, results, count })
+      // Cleared: the whole list again, from its top
+      await filterBox.fill('')
+      await filterResults(page, '')
+    }
+    await rowsDrawn(page)
+
+    // A steady fast scroll with the wheel: the frames drawn with rows not read yet in the DOM
+    await page.mouse.move(640, 500)
+    await page.evaluate(() => {
+      window.benchFrames = { all: 0, reading: 0, on: true }
+      const count = () => {
+        window.benchFrames.all++
+        if (document.querySelector('#books tbody tr.placeholder') !== null) window.benchFrames.reading++
+        if (window.benchFrames.on) window.requestAnimationFrame(count)
+      }
+      window.requestAnimationFrame(count)
+    })
+    const wheelStarted = performance.now()
+    for (let i = 0; i < WHEEL_STEPS; i++) {
+      await page.mouse.wheel(0, WHEEL_PX)
+      await new Promise((resolve) => setTimeout(resolve, WHEEL_INTERVAL_MS))
+    }
+    const wheel = await page.evaluate(() => {
+      window.benchFrames.on = false
+      return { frames: window.benchFrames.all, reading: window.benchFrames.reading, scrollTop: document.getElementById('book-list').scrollTop }
+    })
+    wheel.seconds = (performance.now() - wheelStarted) / 1000
+    await page.locator('#book-list').evaluate((scroller) => { scroller.scrollTop = 0 })
+    await rowsDrawn(page)
+
+    // Far: to the bottom of what is read, again and again, each time until the rows are drawn
+    await page.evaluate(() => { window.benchLongTasks.length = 0 })
+    const scrolls = []
+    const farStarted = performance.now()
+    for (let i = 0; i < FAR_SCROLLS; i++) {
+      const started = performance.now()
+      await page.locator('#book-list').evaluate((scroller) => { scroller.scrollTop = scroller.scrollHeight })
+      await rowsDrawn(page)
+      scrolls.push(performance.now() - started)
+    }
+    const farSeconds = (performance.now() - farStarted) / 1000
+    const deepest = await deepestRow(page)
+    const longestTask = await page.evaluate(() => Math.max(0, ...window.benchLongTasks.map((task) => task.duration)))
+    const farMemory = await pageMemory(context, page, browserSession, before)
+    const domRows = await page.locator('#books tbody tr.book').count()
+    const topStarted = performance.now()
+    await page.locator('#book-list').evaluate((scroller) => { scroller.scrollTop = 0 })
+    await page.waitForFunction(() => document.querySelector('#books tbody tr.book[aria-rowindex="2"]') !== null, null, { polling: 'raf' })
+    const backToTop = performance.now() - topStarted
+
+    await page.getByRole('button', { name: 'Title', exact: true }).click()
+    const sort = await nextMeasure(page, 'sort', 1)
+
+    return {
+      signIn, signInLongestTask, memory, filters, wheel, scrolls, farSeconds, deepest, longestTask, farMemory, domRows, backToTop, sort, token: pageToken
+    }
   } finally {
     await context.close()
   }
 }
 
-/** "12,345 of 1,000,000 books" -> 12345 */
-function shownOf (text) {
-  const match = /^([\d,]+) of /.exec(text ?? '')
-  return match === null ? null : Number(match[1].replace(/,/g, ''))
-}
-
-/** The reference: the whole list fetched and parsed at once, then the naive filter for the same keys. */
+/** The reference: the whole list fetched and parsed at once, as the console held it before. */
 async function naiveRound (browser, browserSession, service, size, pageToken, log) {
   const { context, page } = await openPage(browser, log, `naive ${group(size)}`)
   try {
     // Any page of the service's origin will do: the signed-out console, which does nothing
     await page.goto(`${service.url}/console/`)
     const before = await rendererTimes(browserSession)
-    // The token the console page kept in its sessionStorage (this tab has none of its own)
     const load = await page.evaluate(async (token) => {
       const started = performance.now()
       const response = await fetch('/books', { headers: { Authorization: token } })
       const body = await response.json()
-      const ms = performance.now() - started
       window.benchBooks = body.data
-      return { ms, status: response.status, count: Array.isArray(body.data) ? body.data.length : null }
-    }, pageToken).catch((err) => { throw new Error(`the naive load failed: ${err.message}`) })
-    if (load.status !== 200 || load.count !== size) log.push(`naive ${group(size)}: GET /books answered ${load.status} with ${load.count} books`)
-    const memory = await pageMemory(context, page, browserSession, before)
-    const filters = await page.evaluate((queries) => queries.map((query) => {
-      const books = window.benchBooks
-      const times = []
-      let shown = 0
-      for (let i = 1; i <= query.length; i++) {
-        const q = query.slice(0, i).toLowerCase()
-        const started = performance.now()
-        const found = books.filter((b) => b.title.toLowerCase().includes(q) || b.author.toLowerCase().includes(q))
-        times.push(performance.now() - started)
-        shown = found.length
-      }
-      return { query, times, shown }
-    }), FILTERS)
-    return { load, memory, filters }
+      return { ms: performance.now() - started, status: response.status, count: Array.isArray(body.data) ? body.data.length : null }
+    }, pageToken)
+    if (load.status !== 200 || load.count < size) log.push(`naive ${group(size)}: GET /books answered ${load.status} with ${load.count} books`)
+    return { load, memory: await pageMemory(context, page, browserSession, before) }
   } finally {
     await context.close()
   }
@@ -393,174 +374,153 @@ async function naiveRound (browser, browserSession, service, size, pageToken, lo
 
 // --- report -----------------------------------------------------------------------------------
 
-function table (header, rows) {
-  const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => String(row[i]).length)))
-  const line = (cells) => `| ${cells.map((cell, i) => i === 0 ? String(cell).padEnd(widths[i]) : String(cell).padStart(widths[i])).join(' | ')} |`
-  return [line(header), `|${widths.map((width, i) => i === 0 ? `-${'-'.repeat(width)}-` : `${'-'.repeat(width + 1)}:`).join('|')}|`, ...rows.map(line)].join('\n')
-}
-
 const ms = (value) => value === null || value === undefined || Number.isNaN(value) ? '-' : value >= 100 ? value.toFixed(0) : value.toFixed(1)
-const mb = (bytes) => bytes === null || bytes === undefined ? '-' : (bytes / MB).toFixed(0)
-const ratio = (a, b) => a === null || b === null || b === 0 ? '-' : (a / b).toFixed(3)
-const max = (values) => values.length === 0 ? null : Math.max(...values)
+const mb = (bytes) => bytes === null || bytes === undefined ? '-' : (bytes / MB).toFixed(1)
 const med = (values) => values.length === 0 ? null : median(values)
+const max = (values) => values.length === 0 ? null : Math.max(...values)
+const verdict = (ok) => ok ? 'met' : 'NOT MET'
 
-/** The medians of one size's rounds. */
-function summarise (size, consoleRuns, naiveRuns) {
-  const keys = consoleRuns.flatMap((run) => run.filters.flatMap((f) => f.handler))
-  const paints = consoleRuns.flatMap((run) => run.filters.flatMap((f) => f.paint))
-  // Each query's first key is the one that scans every book; the rest narrow what is shown
-  const firstKeys = consoleRuns.flatMap((run) => run.filters.map((f) => f.handler[0]).filter((v) => v !== undefined))
-  const naiveKeys = naiveRuns.flatMap((run) => run.filters.flatMap((f) => f.times))
+/** The figures of one size, over its rounds: median (and the slowest where a target bounds it). */
+function summarise (size, runs, naive) {
+  const filterResults = (query) => runs.map((run) => run.filters.find((f) => f.query === query)?.results).filter((v) => v !== undefined)
+  const allFilters = FILTERS.flatMap(filterResults)
+  const scrolls = runs.flatMap((run) => run.scrolls)
   return {
     size,
-    rounds: consoleRuns.length,
-    firstRows: med(consoleRuns.map((r) => r.firstRows)),
-    firstRowsMax: max(consoleRuns.map((r) => r.firstRows)),
-    listLoaded: med(consoleRuns.map((r) => r.listLoaded)),
-    seenLoaded: med(consoleRuns.map((r) => r.seenLoaded)),
-    naiveLoad: med(naiveRuns.map((r) => r.load.ms)),
-    heap: med(consoleRuns.map((r) => r.memory.heap)),
-    rss: consoleRuns.every((r) => r.memory.rss !== null) ? med(consoleRuns.map((r) => r.memory.rss)) : null,
-    nodes: med(consoleRuns.map((r) => r.memory.nodes)),
-    naiveHeap: med(naiveRuns.map((r) => r.memory.heap)),
-    naiveRss: naiveRuns.every((r) => r.memory.rss !== null) ? med(naiveRuns.map((r) => r.memory.rss)) : null,
-    domRows: med(consoleRuns.map((r) => r.domRows)),
-    keys: keys.length,
-    filterMedian: med(keys),
-    filterMax: max(keys),
-    firstKeyMedian: med(firstKeys),
-    paintMedian: med(paints),
-    paintMax: max(paints),
-    naiveFilterMedian: med(naiveKeys),
-    naiveFilterMax: max(naiveKeys),
-    sort: med(consoleRuns.map((r) => r.sort)),
-    sortPaint: med(consoleRuns.map((r) => r.sortPaint).filter((v) => v !== undefined)),
-    sortLongestTask: med(consoleRuns.map((r) => r.sortLongestTask))
+    rounds: runs.length,
+    firstRows: med(runs.map((r) => r.signIn.firstRows)),
+    firstRowsMax: max(runs.map((r) => r.signIn.firstRows)),
+    signedIn: med(runs.map((r) => r.signIn.signedIn)),
+    firstPage: med(runs.map((r) => r.signIn.firstPage).filter((v) => v !== null)),
+    filters: FILTERS.map((query) => ({ query, median: med(filterResults(query)), max: max(filterResults(query)), count: runs.at(-1)?.filters.find((f) => f.query === query)?.count })),
+    filterMax: max(allFilters),
+    signInLongestTask: max(runs.map((r) => r.signInLongestTask)),
+    wheel: runs.map((r) => `${r.wheel.reading} / ${r.wheel.frames}`).join(', '),
+    scrollMedian: med(scrolls),
+    scrollMax: max(scrolls),
+    farSeconds: med(runs.map((r) => r.farSeconds)),
+    deepest: med(runs.map((r) => r.deepest)),
+    longestTask: max(runs.map((r) => r.longestTask)),
+    backToTop: med(runs.map((r) => r.backToTop)),
+    sort: med(runs.map((r) => r.sort)),
+    heap: med(runs.map((r) => r.memory.heap)),
+    farHeap: med(runs.map((r) => r.farMemory.heap)),
+    heapMax: max(runs.flatMap((r) => [r.memory.heap, r.farMemory.heap])),
+    rss: runs.every((r) => r.farMemory.rss !== null) ? med(runs.map((r) => r.farMemory.rss)) : null,
+    domRows: med(runs.map((r) => r.domRows)),
+    nodes: med(runs.map((r) => r.farMemory.nodes)),
+    naiveLoad: naive.length === 0 ? null : med(naive.map((n) => n.load.ms)),
+    naiveHeap: naive.length === 0 ? null : med(naive.map((n) => n.memory.heap))
   }
 }
 
 function report (summaries) {
-  const verdict = (ok) => ok ? 'met' : 'NOT MET'
   const rows = [
-    ['console: first rows (first-rows), ms', (s) => ms(s.firstRows), (s) => `within ${FIRST_ROWS_TARGET_MS} ms: ${verdict(s.firstRowsMax !== null && s.firstRowsMax <= FIRST_ROWS_TARGET_MS)} (slowest round ${ms(s.firstRowsMax)})`],
-    ['console: whole list (list-loaded), ms', (s) => ms(s.listLoaded)],
-    ['console: sign-in click to full count seen, ms', (s) => ms(s.seenLoaded)],
-    ['naive: fetch + .json() = its first row, ms', (s) => ms(s.naiveLoad)],
-    ['ratio: console first rows / naive full load', (s) => ratio(s.firstRows, s.naiveLoad)],
-    ['ratio: console full load / naive full load', (s) => ratio(s.listLoaded, s.naiveLoad)],
-    ['console: JS heap after GC, MB', (s) => mb(s.heap)],
-    ['console: renderer RSS, MB', (s) => mb(s.rss)],
-    ['naive: JS heap after GC, MB', (s) => mb(s.naiveHeap)],
-    ['naive: renderer RSS, MB', (s) => mb(s.naiveRss)],
-    ['console: book rows in the DOM (DOM nodes)', (s) => `${s.domRows} (${s.nodes})`],
-    ['console: filter per key (filter), median ms', (s) => ms(s.filterMedian)],
-    ['console: filter per key (filter), max ms', (s) => ms(s.filterMax),
-      (s) => s.size === FILTER_TARGET_SIZE ? `within ${FILTER_TARGET_MS} ms: ${verdict(s.filterMax !== null && s.filterMax <= FILTER_TARGET_MS)}` : ''],
-    ['console: filter, first key of a query, median ms', (s) => ms(s.firstKeyMedian)],
-    ['console: key down to frame painted, median ms', (s) => ms(s.paintMedian)],
-    ['console: key down to frame painted, max ms', (s) => ms(s.paintMax),
-      (s) => s.size === FILTER_TARGET_SIZE ? `the same ${FILTER_TARGET_MS} ms, with the frame: ${verdict(s.paintMax !== null && s.paintMax <= FILTER_TARGET_MS)}` : ''],
-    ['naive: books.filter per key, median ms', (s) => ms(s.naiveFilterMedian)],
-    ['naive: books.filter per key, max ms', (s) => ms(s.naiveFilterMax)],
-    ['console: sort by Title (sort), ms', (s) => ms(s.sort)],
-    ['console: sort click to frame painted, ms', (s) => ms(s.sortPaint)],
-    ['console: longest task of the page while sorting, ms', (s) => ms(s.sortLongestTask)]
+    ['sign in to first rows drawn, ms (slowest)', (s) => `${ms(s.firstRows)} (${ms(s.firstRowsMax)})`,
+      (s) => `${group(s.size)}: ${verdict(s.firstRowsMax !== null && s.firstRowsMax <= FIRST_ROWS_TARGET_MS)}`, `${FIRST_ROWS_TARGET_MS} ms`],
+    ['of which the sign-in itself (POST /token), ms', (s) => ms(s.signedIn)],
+    ['sign in to the first page of the list in pages, ms', (s) => ms(s.firstPage)],
+    ...FILTERS.map((query, i) => [`filter "${query}": last key to first results, ms (slowest)`,
+      (s) => `${ms(s.filters[i].median)} (${ms(s.filters[i].max)})`,
+      i === 0 ? (s) => `${group(s.size)}: ${verdict(s.filterMax !== null && s.filterMax <= FILTER_TARGET_MS)}` : undefined,
+      i === 0 ? `${FILTER_TARGET_MS} ms, every filter` : undefined]),
+    ...FILTERS.map((query, i) => [`filter "${query}": the status line then`, (s) => s.filters[i].count ?? '-']),
+    ['longest task of the page while the list streamed and switched to pages, ms', (s) => ms(s.signInLongestTask)],
+    [`wheel: ${WHEEL_STEPS} x ${WHEEL_PX} px every ${WHEEL_INTERVAL_MS} ms, frames with rows being read / frames`, (s) => s.wheel],
+    [`far scroll: ${FAR_SCROLLS} scrolls to the bottom, each to rows drawn, median ms (slowest)`, (s) => `${ms(s.scrollMedian)} (${ms(s.scrollMax)})`],
+    ['far scroll: rows deep at the end', (s) => group(s.deepest)],
+    ['far scroll: seconds in all', (s) => s.farSeconds.toFixed(1)],
+    ['far scroll: longest task of the page, ms', (s) => ms(s.longestTask)],
+    ['back to the top (pages read again), ms', (s) => ms(s.backToTop)],
+    ['sort by Title, click to rows drawn, ms', (s) => ms(s.sort)],
+    ['JS heap after GC, in pages, MB', (s) => mb(s.heap),
+      (s) => `${group(s.size)}: ${verdict(s.heapMax !== null && s.heapMax <= HEAP_TARGET_BYTES)}`, `${HEAP_TARGET_BYTES / MB} MB`],
+    ['JS heap after GC, after the far scroll, MB', (s) => mb(s.farHeap)],
+    ['renderer RSS after the far scroll, MB', (s) => mb(s.rss)],
+    ['book rows in the DOM (DOM nodes)', (s) => `${s.domRows} (${s.nodes})`],
+    ['naive page: fetch + .json() of every book, ms', (s) => ms(s.naiveLoad)],
+    ['naive page: JS heap after GC, MB', (s) => mb(s.naiveHeap)]
   ]
-  const header = ['figure (median of rounds)', ...summaries.map((s) => `${group(s.size)} books`), 'target']
-  const body = rows.map(([label, value, target]) => {
-    // The target column names the size it is about when there are several
-    const targets = target === undefined ? [] : summaries.map((s) => [s, target(s)]).filter(([, text]) => text !== '')
-    const said = targets.map(([s, text]) => summaries.length > 1 || s.size === FILTER_TARGET_SIZE ? `${group(s.size)}: ${text}` : text).join('; ')
-    return [label, ...summaries.map(value), said]
-  })
-  return table(header, body)
+  const header = ['figure (median of rounds)', ...summaries.map((s) => `${group(s.size)} books`), 'target', 'verdict']
+  const body = rows.map(([label, value, judge, target]) => [
+    label, ...summaries.map((s) => String(value(s))), target ?? '', judge === undefined ? '' : summaries.map(judge).join('; ')
+  ])
+  return markdownTable(header, body)
 }
 
 // --- main -------------------------------------------------------------------------------------
 
 async function main (bench) {
   const began = performance.now()
-  const { dbUrl, pgVersion } = await bench.createDatabase()
-  // The service first: its migrations create the table the books go into
-  const service = await startService(bench, dbUrl)
+  const pgVersion = await admin(async (client) => (await client.query('SHOW server_version')).rows[0].server_version)
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60_000 })
   bench.onCleanup(() => browser.close())
   const browserSession = await browser.newBrowserCDPSession()
 
   const cpus = os.cpus()
-  const loadAverage = os.loadavg().map((l) => l.toFixed(2)).join(' ')
   const header = [
     `bookkeeping console benchmark, ${new Date().toISOString()}`,
-    `machine: ${cpus.length} CPU (${cpus[0]?.model ?? 'unknown'}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB; load average at start ${loadAverage}; ` +
-      `node ${process.version}; PostgreSQL ${pgVersion}; Chromium ${browser.version()} (headless, playwright-core ` +
-      `${require('playwright-core/package.json').version})`,
-    `service: \`npm start\` (${service.start}) pid ${service.child.pid} on port ${service.port}, LOG_LEVEL=info`,
-    `sizes ${SIZES.map(group).join(', ')}; ${ROUNDS} rounds per size, each in fresh browser contexts (console, then the naive page); ` +
-      `filters typed ${FILTERS.map((f) => JSON.stringify(f)).join(', ')}, ${KEY_DELAY_MS} ms between keys`
+    `machine: ${cpus.length} CPU (${cpus[0]?.model ?? 'unknown'}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB; load average at start ` +
+      `${os.loadavg().map((l) => l.toFixed(2)).join(' ')}; node ${process.version}; PostgreSQL ${pgVersion}; Chromium ${browser.version()} ` +
+      `(headless, playwright-core ${require('playwright-core/package.json').version})`,
+    `sizes ${SIZES.map(group).join(', ')}; ${ROUNDS} rounds per size in fresh browser contexts; filters typed ` +
+      `${FILTERS.map((f) => JSON.stringify(f)).join(', ')}, ${KEY_DELAY_MS} ms between keys; ${FAR_SCROLLS} scrolls to the bottom`
   ]
   console.log(header.join('\n'))
 
   const log = []
   const summaries = []
   const raw = []
-  let seeded = 0
+  const complaints = []
   for (const size of SIZES) {
     console.error(`\n${group(size)} books`)
-    await seed(dbUrl, seeded + 1, size)
-    seeded = size
-    const warm = await warmUp(service, await token(service))
-    console.error(`warm-up GET /books from Node: ${warm.status}, ${(warm.bytes / MB).toFixed(1)} MB in ${ms(warm.ms)} ms`)
-    const consoleRuns = []
-    const naiveRuns = []
+    const database = await listDatabase(size, { create: size <= SEEDS_UP_TO })
+    console.error(`database ${database.name}: ${database.seeded === null ? 'kept from an earlier run' : `seeded in ${database.seeded.toFixed(1)} s`}`)
+    const service = await startService(bench, database.url)
+    console.error(`service: \`npm start\` pid ${service.child.pid} on port ${service.port}, listening after ${service.startSeconds.toFixed(1)} s ` +
+      `(${service.migrations} migration steps applied)`)
+    // The first page of each filter once, so that the rounds all find the same pages cached
+    const token = await issueToken(service.port)
+    for (const query of ['', ...FILTERS.flatMap((text) => [`&title=${text}`, `&author=${text}`])]) {
+      await request(service.port, 'GET', `/books?limit=100&sort=id${query}`, { token, timeoutMs: 60_000 })
+    }
+    const runs = []
+    const naive = []
     for (let round = 1; round <= ROUNDS; round++) {
-      const c = await consoleRound(browser, browserSession, service, size, log)
-      const n = await naiveRound(browser, browserSession, service, size, c.token, log)
-      // Another heavy process on the machine shows here (the 1-minute load average after the round)
-      c.loadAverage = n.loadAverage = os.loadavg()[0]
-      consoleRuns.push(c)
-      naiveRuns.push(n)
-      const filterTimes = c.filters.flatMap((f) => f.handler)
-      console.error(`  round ${round} (load average ${c.loadAverage.toFixed(2)}): console first rows ${ms(c.firstRows)} ms, loaded ${ms(c.listLoaded)} ms, ` +
-        `heap ${mb(c.memory.heap)} MB, RSS ${mb(c.memory.rss)} MB, ${c.domRows} rows in the DOM; ` +
-        `filter median ${ms(med(filterTimes))} max ${ms(max(filterTimes))} ms; sort ${ms(c.sort)} ms | ` +
-        `naive ${ms(n.load.ms)} ms, heap ${mb(n.memory.heap)} MB, RSS ${mb(n.memory.rss)} MB`)
-      for (const [i, f] of c.filters.entries()) {
-        const naive = n.filters[i]
-        console.error(`    "${f.query}": ${f.count}; filter ${f.handler.map(ms).join(' ')} ms; to paint ${f.paint.map(ms).join(' ')} ms; ` +
-          `naive ${naive.times.map(ms).join(' ')} ms (${group(naive.shown)} found)`)
-        if (f.shown !== naive.shown) log.push(`${group(size)}: "${f.query}" shows ${f.shown} in the console, the naive filter finds ${naive.shown}`)
+      const run = await consoleRound(browser, browserSession, service, size, log)
+      runs.push(run)
+      console.error(`  round ${round} (load average ${os.loadavg()[0].toFixed(2)}): signed in ${ms(run.signIn.signedIn)} ms, first rows ${ms(run.signIn.firstRows)} ms, ` +
+        `first page ${ms(run.signIn.firstPage)} ms (longest task ${ms(run.signInLongestTask)} ms), heap ${mb(run.memory.heap)} MB; ` +
+        `filters ${run.filters.map((f) => `${f.query} ${ms(f.results)} ms`).join(', ')}; ` +
+        `wheel ${run.wheel.reading} of ${run.wheel.frames} frames reading (${run.wheel.seconds.toFixed(1)} s to ${group(run.wheel.scrollTop)} px); ` +
+        `far scroll ${run.farSeconds.toFixed(1)} s to row ${group(run.deepest)} (slowest scroll ${ms(max(run.scrolls))} ms, longest task ` +
+        `${ms(run.longestTask)} ms), heap then ${mb(run.farMemory.heap)} MB; back to the top ${ms(run.backToTop)} ms; sort ${ms(run.sort)} ms`)
+      if (size <= NAIVE_UP_TO) {
+        const n = await naiveRound(browser, browserSession, service, size, run.token, log)
+        naive.push(n)
+        console.error(`  naive: ${ms(n.load.ms)} ms, heap ${mb(n.memory.heap)} MB`)
       }
     }
-    summaries.push(summarise(size, consoleRuns, naiveRuns))
-    raw.push({ size, console: consoleRuns.map(({ token, ...rest }) => rest), naive: naiveRuns })
+    summaries.push(summarise(size, runs, naive))
+    raw.push({ size, database: database.name, console: runs.map(({ token, ...rest }) => rest), naive })
+    complaints.push(...service.complaints.map((line) => `${group(size)}: ${line}`))
+    await stopChild(service.child, 10_000)
   }
 
   console.log(`\n${report(summaries)}\n`)
   console.log([
-    'first-rows, list-loaded, filter, sort: the console\'s own performance measures (from the list request\'s start;',
-    '  filter: one input event until the rows are drawn, the DOM updated but before the frame is painted).',
-    'key down to frame painted: the keydown\'s timestamp until the first task after the next requestAnimationFrame,',
-    '  measured in the page on the keys Playwright typed (trusted input through the DevTools protocol).',
-    'naive: a fresh page of the same origin, `await (await fetch(\'/books\', { headers: { Authorization: token } })).json()`;',
-    '  it draws nothing; its filter is `books.filter(b => b.title.toLowerCase().includes(q) || b.author...)` per key, no drawing.',
+    'first rows: from the click on Sign in (its event time) to the end of the page\'s `first-rows` measure (the streamed list\'s',
+    '  first rows drawn); first page: to the end of `first-page` (the list in pages drawn). Filters: the page\'s `filter-results`',
+    '  measure, from the last key\'s input event to the first results drawn, its wait after the last key included.',
+    'far scroll: `scrollTop = scrollHeight` on the list, then until no placeholder row is in sight (polled at each frame).',
     'memory: after two forced collections (HeapProfiler.collectGarbage), Performance.getMetrics JSHeapUsedSize; RSS is VmRSS',
-    '  of the renderer that used the most CPU during the load (SystemInfo.getProcessInfo). MB = 10^6 bytes.'
+    '  of the renderer that used the most CPU since sign-in (SystemInfo.getProcessInfo). MB = 10^6 bytes.'
   ].join('\n'))
-  if (log.length > 0) {
-    console.log(`\nin the pages (${log.length}):`)
-    for (const line of log.slice(0, 40)) console.log(`  ${line}`)
-  } else {
-    console.log('\nin the pages: no errors, warnings or failed requests')
-  }
-  if (service.complaints.length > 0) {
-    console.log(`\nthe service's warnings and errors (${service.complaints.length}):`)
-    for (const line of service.complaints) console.log(`  ${line}`)
-  }
-  if (service.child.exitCode !== null || service.child.signalCode !== null) console.log('\nTHE SERVICE EXITED DURING THE RUN')
+  console.log(log.length === 0 ? '\nin the pages: no errors, warnings or failed requests' : `\nin the pages (${log.length}):\n${log.slice(0, 40).map((line) => `  ${line}`).join('\n')}`)
+  if (complaints.length > 0) console.log(`\nthe service's warnings and errors (${complaints.length}):\n${complaints.slice(0, 40).map((line) => `  ${line}`).join('\n')}`)
 
   const resultsPath = path.join(bench.tmpDir, 'results.json')
-  fs.writeFileSync(resultsPath, JSON.stringify({ header, summaries, raw, log, serviceComplaints: service.complaints }, null, 2))
+  fs.writeFileSync(resultsPath, JSON.stringify({ header, summaries, raw, log, complaints }, null, 2))
   console.log(`\nraw results: ${resultsPath}`)
   console.log(`total time: ${((performance.now() - began) / 1000).toFixed(0)} s`)
 }

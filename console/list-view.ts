@@ -1,0 +1,374 @@
+/**
+ * The list of books on the page: read whole and held (book-list.ts), or past `PAGED_ABOVE` books
+ * read in pages around what is in sight (paged-list.ts); narrowed by the Filter box and sorted by
+ * the column headings, the same way in both: a title or author that contains the text, ignoring
+ * case; the service's order (titles and authors by code point, ties by id).
+ *
+ * Reading starts whole: `GET /books` streams every book and the first rows show as they arrive.
+ * Once more than `PAGED_ABOVE` books have come, the stream is cancelled and the list is read in
+ * pages, filtered and sorted by the service; the rows on screen stay until the list in pages has
+ * read them (in the same places, when the list is by id and not filtered), and the books held
+ * until then are let go. A filter typed into a list in pages is asked for
+ * `FILTER_DELAY_MS` after the last key; a newer filter or order cancels the one still being read.
+ *
+ * Timings are left as `performance` measures, which the browser benchmark reads
+ * (tools/bench/console.cjs): `first-rows` and `list-loaded` from the start of the listing,
+ * `first-page` from the switch to pages to their first rows drawn, `filter` for each key on a
+ * list held whole, `filter-results` from the last key to the first rows of a list in pages, and
+ * `sort` from a click on a heading to the rows drawn.
+ */
+import { ApiFailure, SignedOut, listBooks, listPage } from './api.js'
+import { BookList, type Book, type Order, type SortKey } from './book-list.js'
+import { BookTable, type RowAction } from './book-table.js'
+import type { Column } from './column-order.js'
+import { clearProblem, showProblem } from './feedback.js'
+import { ListingParser } from './listing-parser.js'
+import { PagedList } from './paged-list.js'
+
+/**
+ * Past this many books the list is read in pages: about 12 MB of books held and a second to read
+ * them all, past which holding every book costs more memory and waiting than a page costs. The
+ * page's address may ask for another number (`/console/?paged-above=0` reads every list in pages).
+ */
+const PAGED_ABOVE = 100_000
+/** Up to this many books a sorted view is sorted again while the list streams in (tenths of a second). */
+const RESORT_WHILE_LOADING = 100_000
+/** A long list is sorted in a worker, from this many books on; a short one at once. */
+const SORT_IN_WORKER = 20_000
+/** A list in pages asks for a filter this long after the last key: typing on sends nothing. */
+const FILTER_DELAY_MS = 120
+
+export interface ListElements {
+  scroller: HTMLElement
+  table: HTMLTableElement
+  /** The status line that counts the books */
+  count: HTMLElement
+  filter: HTMLInputElement
+  /** Where a failure to read the list is shown */
+  notice: HTMLElement
+}
+
+export class ListView {
+  readonly #books = new BookList()
+  readonly #table: BookTable
+  readonly #elements: ListElements
+  readonly #headers: HTMLTableCellElement[]
+  readonly #pagedAbove = pagedAbove()
+  readonly #numbers = new Intl.NumberFormat()
+  /** The list in pages shown, once there are too many books to hold */
+  #paged: PagedList | null = null
+  /**
+   * A list in pages read for a new filter or order, shown at its top once its first page is in;
+   * `measure` is taken then. At the switch to pages, `place` is the rows in sight, which the same
+   * list in the same order has in the same places: it is shown once it has read them, in place.
+   */
+  #next: { list: PagedList, measure: string, since: string, place: Sight | null } | null = null
+  /** The rows in sight, as the table last drew them */
+  #sight: Sight = { first: 0, last: 0 }
+  #loading: AbortController | null = null
+  #loaded = false
+  #filterTimer = 0
+  #sorting: Promise<void> = Promise.resolve()
+
+  constructor (elements: ListElements, onAction: (action: RowAction, book: Book) => void) {
+    this.#elements = elements
+    this.#table = new BookTable(elements.scroller, elements.table, onAction, (first, last) => {
+      this.#sight = { first, last }
+      this.#paged?.show(first, last)
+    })
+    this.#headers = [...elements.table.querySelectorAll<HTMLTableCellElement>('th[data-key]')]
+    for (const header of this.#headers) {
+      header.querySelector('button')!.addEventListener('click', () => {
+        // One sort after the other, in the order of the clicks
+        this.#sorting = this.#sorting.then(() => this.#sortBy(header.dataset.key as SortKey))
+      })
+    }
+    elements.filter.addEventListener('input', () => this.#filtered())
+  }
+
+  /** Whether the list is read in pages (or about to be, its first page on the way). */
+  get #inPages (): boolean {
+    return this.#paged !== null || this.#next !== null
+  }
+
+  /** The order shown, or asked for last. */
+  get #order (): Order {
+    return this.#next?.list.order ?? this.#paged?.order ?? this.#books.order
+  }
+
+  /** Reads the list anew, whole, showing the books as they arrive; in pages once they are too many. */
+  async load (): Promise<void> {
+    this.#stop()
+    const controller = new AbortController()
+    this.#loading = controller
+    this.#loaded = false
+    // In id order, as the service lists them: a sort by another column waits for the whole list
+    this.#books.clear()
+    this.#books.setFilter(this.#elements.filter.value)
+    this.#showOrder()
+    this.#table.show(this.#books.view)
+    clearProblem(this.#elements.notice)
+    this.#showCount()
+    performance.clearMarks('list-start')
+    performance.mark('list-start')
+    let firstRows = true
+    let lastSort = 0
+    try {
+      const parser = new ListingParser<Book>()
+      const decoder = new TextDecoder()
+      const reader = (await listBooks(controller.signal)).getReader()
+      for (;;) {
+        const { done, value } = await reader.read()
+        if (done) break
+        const arrived = parser.push(decoder.decode(value, { stream: true }))
+        if (arrived.length === 0) continue
+        this.#books.append(arrived)
+        if (this.#books.all.length > this.#pagedAbove) {
+          this.#toPages()
+          return
+        }
+        // Sorted meanwhile by something else than id, the view is put in order again at most once
+        // a second while that is quick; a longer list is sorted once, when it is whole
+        if (this.#books.unsorted && this.#books.all.length <= RESORT_WHILE_LOADING && performance.now() - lastSort > 1000) {
+          this.#books.refresh()
+          lastSort = performance.now()
+        }
+        this.#table.show(this.#books.view)
+        this.#showCount()
+        if (firstRows) {
+          firstRows = false
+          this.#table.draw()
+          performance.measure('first-rows', 'list-start')
+        }
+      }
+      parser.end()
+      this.#loaded = true
+      if (this.#books.unsorted) await this.#inOrderOf(this.#books.order.key)
+      this.#books.refresh()
+      this.#table.show(this.#books.view)
+      this.#showCount()
+      performance.measure('list-loaded', 'list-start')
+    } catch (error) {
+      if (controller.signal.aborted || error instanceof SignedOut) return
+      this.#showCount()
+      showProblem(this.#elements.notice, error instanceof ApiFailure ? error : new ApiFailure(0, 'The list could not be read to its end', null, null), () => {
+        this.load().catch(console.error)
+      })
+    } finally {
+      if (this.#loading === controller) this.#loading = null
+    }
+  }
+
+  /** Nothing shown, nothing read (signed out); the filter stays, it is what the person typed. */
+  clear (): void {
+    this.#stop()
+    this.#books.clear()
+    this.#table.show(this.#books.view)
+  }
+
+  /** A book created or changed: shown where the list's order puts it. */
+  upsert (book: Book): void {
+    if (this.#paged !== null) {
+      this.#paged.upsert(book)
+      return
+    }
+    this.#books.upsert(book)
+    this.#table.show(this.#books.view)
+    this.#table.draw()
+    this.#showCount()
+  }
+
+  /** A book deleted, or found gone. */
+  remove (id: number): void {
+    if (this.#paged !== null) {
+      this.#paged.remove(id)
+      return
+    }
+    this.#books.remove(id)
+    this.#table.show(this.#books.view)
+    this.#table.draw()
+    this.#showCount()
+  }
+
+  /** Scrolls to a book, if it is in the list as held. */
+  reveal (book: Book): void {
+    const index = this.#paged === null ? this.#books.view.indexOf(book) : this.#paged.indexOf(book.id)
+    if (index !== -1) this.#table.reveal(index)
+  }
+
+  focusRow (id: number, action: RowAction): void {
+    this.#table.focusRow(id, action)
+  }
+
+  #stop (): void {
+    this.#loading?.abort()
+    this.#loading = null
+    this.#loaded = false
+    clearTimeout(this.#filterTimer)
+    this.#paged?.abort()
+    this.#next?.list.abort()
+    this.#paged = null
+    this.#next = null
+  }
+
+  /** Too many books to hold: the stream is cancelled and the list is read in pages. */
+  #toPages (): void {
+    this.#loading?.abort()
+    this.#loading = null
+    performance.clearMarks('pages-start')
+    performance.mark('pages-start')
+    const sameRows = this.#books.filter === '' && this.#books.order.key === 'id' && !this.#books.order.descending
+    this.#readPages(this.#books.order, this.#elements.filter.value, 'first-page', 'pages-start', sameRows ? this.#sight : null)
+  }
+
+  /** Reads a list in pages for this order and filter, to replace the one shown (see `#next`). */
+  #readPages (order: Order, filter: string, measure: string, since: string, place: Sight | null = null): void {
+    this.#next?.list.abort()
+    const list: PagedList = new PagedList(order, filter, listPage, {
+      changed: (shift) => this.#pagesChanged(list, shift),
+      failed: (error) => {
+        if (list === this.#paged || list === this.#next?.list) showProblem(this.#elements.notice, error, () => list.retry())
+      }
+    })
+    this.#next = { list, measure, since, place }
+    clearProblem(this.#elements.notice)
+    this.#showCount()
+    list.show(place?.first ?? 0, place?.last ?? 0)
+  }
+
+  #pagesChanged (list: PagedList, shift: number): void {
+    if (list === this.#next?.list) {
+      const { measure, since, place } = this.#next
+      // Still reading up to the rows in sight at the switch (it asked for them)
+      if (place !== null && !list.complete && list.known <= place.last) return
+      this.#next = null
+      this.#paged?.abort()
+      this.#paged = list
+      // The books held whole until the switch, if any, are let go
+      this.#books.clear()
+      this.#showOrder()
+      if (place === null) this.#table.scroller.scrollTop = 0
+      this.#table.show(list)
+      this.#table.draw()
+      this.#showCount()
+      // Which filter and order it is for: a measure of a list that a newer one replaces is told apart
+      performance.measure(measure, { start: since, detail: { filter: list.filter, order: list.order } })
+    } else if (list === this.#paged) {
+      this.#table.show(list, { shift })
+      this.#showCount()
+    }
+  }
+
+  #filtered (): void {
+    const text = this.#elements.filter.value
+    performance.clearMarks('filter-start')
+    performance.mark('filter-start')
+    if (this.#inPages) {
+      clearTimeout(this.#filterTimer)
+      this.#filterTimer = window.setTimeout(() => this.#readPages(this.#order, text, 'filter-results', 'filter-start'), FILTER_DELAY_MS)
+      return
+    }
+    this.#books.setFilter(text)
+    this.#table.scroller.scrollTop = 0
+    this.#table.show(this.#books.view)
+    this.#table.draw()
+    this.#showCount()
+    performance.measure('filter', 'filter-start')
+  }
+
+  /** Sorts by `key`, or the other way when the list is sorted by it already. */
+  async #sortBy (key: SortKey): Promise<void> {
+    performance.clearMarks('sort-start')
+    performance.mark('sort-start')
+    if (!this.#inPages && !this.#books.hasOrder(key)) {
+      // The first sort by a column of a long list takes a while: say so
+      this.#elements.count.textContent = 'Sorting…'
+      await this.#inOrderOf(key)
+    }
+    // In pages, or switched to pages while the worker sorted
+    if (this.#inPages) {
+      const order = this.#order
+      clearTimeout(this.#filterTimer)
+      this.#readPages({ key, descending: order.key === key ? !order.descending : false }, this.#elements.filter.value, 'sort', 'sort-start')
+      return
+    }
+    this.#books.sortBy(key)
+    this.#showOrder()
+    this.#table.scroller.scrollTop = 0
+    this.#table.show(this.#books.view)
+    this.#table.draw()
+    this.#showCount()
+    performance.measure('sort', 'sort-start')
+  }
+
+  /**
+   * Has the books put in order of `key` in a worker (sort-worker.ts), so the page stays usable
+   * meanwhile, unless they are few or in that order already. Books that change meanwhile make it
+   * sort again; without workers the list sorts itself (book-list.ts).
+   */
+  async #inOrderOf (key: SortKey): Promise<void> {
+    const books = this.#books
+    while (!books.hasOrder(key) && books.all.length >= SORT_IN_WORKER && typeof Worker === 'function') {
+      const version = books.version
+      const column: Column = key === 'title' || key === 'author'
+        ? books.all.map((book) => book[key])
+        : Float64Array.from(books.all, (book) => book[key])
+      const worker = new Worker(new URL('./sort-worker.ts', import.meta.url), { type: 'module' })
+      try {
+        const indices = await new Promise<Uint32Array>((resolve, reject) => {
+          worker.onmessage = ({ data }: MessageEvent<Uint32Array>) => resolve(data)
+          worker.onerror = (event) => reject(new Error(event.message))
+          worker.postMessage(column, column instanceof Float64Array ? [column.buffer] : [])
+        })
+        books.setOrder(key, version, indices)
+      } catch (error) {
+        console.error(error)
+        return
+      } finally {
+        worker.terminate()
+      }
+    }
+  }
+
+  /** The heading of the column the list is sorted by says so, and which way. */
+  #showOrder (): void {
+    const order = this.#paged?.order ?? this.#books.order
+    for (const header of this.#headers) {
+      if (header.dataset.key === order.key) header.setAttribute('aria-sort', order.descending ? 'descending' : 'ascending')
+      else header.removeAttribute('aria-sort')
+    }
+  }
+
+  /**
+   * How many books: all of them once a list held whole is in; for a list in pages, what is known
+   * (more than `PAGED_ABOVE` in all, and how many match so far), the exact count once its last page
+   * is read.
+   */
+  #showCount (): void {
+    const count = this.#elements.count
+    const number = (n: number) => this.#numbers.format(n)
+    const books = (n: number) => `${number(n)} ${n === 1 ? 'book' : 'books'}`
+    const list = this.#paged
+    if (this.#next !== null) {
+      // The switch to pages says what it found; a new filter or order is being read
+      count.textContent = list === null && this.#next.list.filter === '' ? `More than ${books(this.#pagedAbove)}` : 'Searching…'
+    } else if (list !== null) {
+      const all = `more than ${books(this.#pagedAbove)}`
+      if (list.filter === '') count.textContent = list.complete ? books(list.known) : `More than ${books(Math.max(this.#pagedAbove, list.known))}`
+      else count.textContent = `${list.complete ? '' : 'At least '}${number(list.known)} of ${all}`
+    } else {
+      const all = books(this.#books.all.length)
+      if (!this.#loaded) count.textContent = `Loading… ${all}`
+      else if (this.#books.filter === '') count.textContent = all
+      else count.textContent = `${number(this.#books.view.length)} of ${all}`
+    }
+  }
+}
+
+interface Sight { first: number, last: number }
+
+/** `?paged-above=<books>` of the page's address, else `PAGED_ABOVE`. */
+function pagedAbove (): number {
+  const asked = new URLSearchParams(location.search).get('paged-above')
+  return asked !== null && /^\d{1,9}$/.test(asked) ? Number(asked) : PAGED_ABOVE
+}

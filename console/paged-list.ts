@@ -1,0 +1,317 @@
+/**
+ * The list read in pages, for a list too long to hold (main.ts decides when): the service
+ * filters and sorts (`GET /books?limit=&sort=&title=&author=`, followed by its `Link`s), and the
+ * console holds only the books around those in sight. Pure data and the calls given to it, no
+ * DOM.
+ *
+ * - What is read is cut into stretches, the pages as shown. Each knows its number of rows, the
+ *   page queries it was read from and its last book. Its books are held while it is near the
+ *   rows in sight and dropped when it is far; to be shown again it is read again with the same
+ *   queries (the paths that first fetched it, asking for the most the service gives, 1,000), and
+ *   only the books after the stretch before it and up to its own last book are kept: a book
+ *   added or deleted meanwhile moves the rows after it, it is neither shown twice nor lost.
+ * - The Filter box matches a title or an author; the service's `title` and `author` filters
+ *   both apply at once. So a filtered list is two walks, one by `title=`, one by `author=`,
+ *   merged in the list's order, each book once. A stretch ends at the lower of the two walks'
+ *   last books read: nothing of the other walk can still come before it.
+ * - Its length is the rows read so far and, while more may follow, a few placeholder rows after
+ *   them: scrolling into them reads the next page. The service gives no total; it is known once
+ *   the last page is read.
+ */
+import type { ListQuery, Page } from './api.js'
+import { bookMatcher, comparator, type Book, type Order } from './book-list.js'
+import { TEXT_MAX_LENGTH } from '../src/schemas/book-limits.js'
+
+/** Books of a walk's first page: a few screens, so the first rows come fast whatever the filter costs. */
+const FIRST_PAGE = 100
+/** Books of each page after the first. */
+const PAGE = 500
+/** The most books the service gives in a page (`limit`). */
+const LIMIT_MAX = 1000
+/** Rows held beyond each edge of those in sight; a stretch farther than twice this is dropped. */
+const MARGIN = 500
+/** Placeholder rows after the last book read while more may follow. */
+const LOOKAHEAD = 100
+
+export type ReadPage = (query: ListQuery, signal: AbortSignal) => Promise<Page>
+
+export interface PagedListEvents {
+  /**
+   * Books were read, dropped, added or removed. `shift` rows came (or went, when negative)
+   * before the first row in sight, which is then `shift` rows further down.
+   */
+  changed: (shift: number) => void
+  /** A page could not be read; nothing more is read until `retry()`. */
+  failed: (error: unknown) => void
+}
+
+interface Stretch {
+  /** The page queries its books came from, one per walk that gave some */
+  queries: ListQuery[]
+  /** Its last book, where the next stretch begins; null for the last stretch once the walks ended */
+  last: Book | null
+  count: number
+  /** Null while dropped */
+  books: Book[] | null
+  reading: boolean
+}
+
+interface Walk {
+  /** The query of its next page; null once its last page is read */
+  next: ListQuery | null
+  /** Books of its latest page that are not in a stretch yet */
+  unplaced: Book[]
+  /** The query of that page */
+  from: ListQuery | null
+}
+
+export class PagedList {
+  readonly #compare: (a: Book, b: Book) => number
+  readonly #matches: ((book: Book) => boolean) | null
+  readonly #read: ReadPage
+  readonly #events: PagedListEvents
+  readonly #controller = new AbortController()
+  readonly #walks: Walk[]
+  readonly #stretches: Stretch[] = []
+  /** The first row of each stretch */
+  readonly #starts: number[] = []
+  /** The stretches whose books are held */
+  readonly #held = new Set<number>()
+  #known = 0
+  #readingOn = false
+  #failed = false
+  /** The rows in sight, as last told by `show` */
+  #first = 0
+  #last = 0
+
+  constructor (readonly order: Order, readonly filter: string, read: ReadPage, events: PagedListEvents) {
+    this.#compare = comparator(order)
+    this.#matches = bookMatcher(filter)
+    this.#read = read
+    this.#events = events
+    const first: ListQuery = { limit: String(FIRST_PAGE), sort: `${order.descending ? '-' : ''}${order.key}` }
+    const walk = (query: ListQuery): Walk => ({ next: query, unplaced: [], from: null })
+    if (filter === '') this.#walks = [walk(first)]
+    else if (matchesNothing(filter)) this.#walks = []
+    else this.#walks = [walk({ ...first, title: filter }), walk({ ...first, author: filter })]
+  }
+
+  /** Rows to lay out: those read, then placeholders while more may follow. */
+  get length (): number {
+    return this.#known + (this.complete ? 0 : LOOKAHEAD)
+  }
+
+  /** Rows read so far: every row of the list once it is complete. */
+  get known (): number {
+    return this.#known
+  }
+
+  /** Whether the last page has been read. */
+  get complete (): boolean {
+    return this.#walks.every((walk) => walk.next === null && walk.unplaced.length === 0)
+  }
+
+  /** The book of row `index`, or undefined while it is not held (not read yet, or dropped). */
+  at (index: number): Book | undefined {
+    if (index < 0 || index >= this.#known) return undefined
+    const stretch = this.#stretchAt(index)
+    return this.#stretches[stretch]!.books?.[index - this.#starts[stretch]!]
+  }
+
+  /** The row of a book held, or -1. */
+  indexOf (id: number): number {
+    for (const index of this.#held) {
+      const found = this.#stretches[index]!.books!.findIndex((book) => book.id === id)
+      if (found !== -1) return this.#starts[index]! + found
+    }
+    return -1
+  }
+
+  /** Rows `first` to `last` are in sight: reads what is missing around them, drops what is far. */
+  show (first: number, last: number): void {
+    this.#first = first
+    this.#last = last
+    this.#settle()
+  }
+
+  /** Reads again after a failure. */
+  retry (): void {
+    this.#failed = false
+    this.#settle()
+  }
+
+  /** Cancels every read under way, and reads nothing more: the list is no longer shown. */
+  abort (): void {
+    this.#controller.abort()
+  }
+
+  /**
+   * A book created or changed: out of its old place, into the place its values give it if it
+   * still matches the filter and that place is held. Elsewhere it shows when that part is read.
+   */
+  upsert (book: Book): void {
+    this.#take(book.id)
+    if (this.#matches === null || this.#matches(book)) {
+      const index = this.#stretchFor(book)
+      const books = this.#stretches[index]?.books
+      if (books != null) {
+        const before = books.findIndex((other) => this.#compare(book, other) < 0)
+        books.splice(before === -1 ? books.length : before, 0, book)
+        this.#resize(index, books.length)
+      }
+    }
+    this.#events.changed(0)
+  }
+
+  /** A book deleted (or found gone). */
+  remove (id: number): void {
+    this.#take(id)
+    this.#events.changed(0)
+  }
+
+  #take (id: number): void {
+    for (const index of this.#held) {
+      const books = this.#stretches[index]!.books!
+      const found = books.findIndex((book) => book.id === id)
+      if (found === -1) continue
+      books.splice(found, 1)
+      this.#resize(index, books.length)
+      return
+    }
+  }
+
+  #settle (): void {
+    if (this.#failed || this.#controller.signal.aborted) return
+    const from = Math.max(0, this.#first - MARGIN)
+    const to = this.#last + MARGIN
+    for (const index of this.#held) {
+      const start = this.#starts[index]!
+      const stretch = this.#stretches[index]!
+      if (start + stretch.count >= from - MARGIN && start <= to + MARGIN) continue
+      stretch.books = null
+      this.#held.delete(index)
+    }
+    if (from < this.#known) {
+      for (let index = this.#stretchAt(from); index < this.#stretches.length && this.#starts[index]! <= to; index++) {
+        const stretch = this.#stretches[index]!
+        if (stretch.books === null && !stretch.reading) this.#readAgain(index).catch((error) => this.#fail(error))
+      }
+    }
+    if (this.#known <= to && !this.complete && !this.#readingOn) this.#readOn().catch((error) => this.#fail(error))
+  }
+
+  /** The next stretch: the next page of each walk that has none left, merged up to where both are known. */
+  async #readOn (): Promise<void> {
+    this.#readingOn = true
+    try {
+      await Promise.all(this.#walks.filter((walk) => walk.unplaced.length === 0 && walk.next !== null).map(async (walk) => {
+        const query = walk.next!
+        const page = await this.#read(query, this.#controller.signal)
+        walk.unplaced = page.books
+        walk.from = query
+        // The later pages longer than the first: fewer requests for a long scroll
+        walk.next = page.next === null ? null : { ...page.next, limit: String(PAGE) }
+      }))
+      const ends = this.#walks.filter((walk) => walk.next !== null).flatMap((walk) => walk.unplaced.at(-1) ?? [])
+      const last = ends.length === 0 ? null : ends.reduce((a, b) => this.#compare(a, b) <= 0 ? a : b)
+      const parts = this.#walks.map((walk) => {
+        const count = last === null ? walk.unplaced.length : countUpTo(walk.unplaced, last, this.#compare)
+        return { query: walk.from!, books: walk.unplaced.splice(0, count) }
+      }).filter((part) => part.books.length > 0)
+      if (parts.length > 0) {
+        const books = mergeOnce(parts.map((part) => part.books), this.#compare)
+        this.#stretches.push({ queries: parts.map((part) => part.query), last, count: books.length, books, reading: false })
+        this.#starts.push(this.#known)
+        this.#held.add(this.#stretches.length - 1)
+        this.#known += books.length
+      }
+      this.#events.changed(0)
+    } finally {
+      this.#readingOn = false
+    }
+    this.#settle()
+  }
+
+  /** A dropped stretch read again through the queries that first read it. */
+  async #readAgain (index: number): Promise<void> {
+    const stretch = this.#stretches[index]!
+    stretch.reading = true
+    try {
+      const after = index === 0 ? null : this.#stretches[index - 1]!.last
+      const pages = await Promise.all(stretch.queries.map((query) =>
+        this.#read({ ...query, limit: String(LIMIT_MAX) }, this.#controller.signal)))
+      const inside = (book: Book) =>
+        (after === null || this.#compare(book, after) > 0) && (stretch.last === null || this.#compare(book, stretch.last) <= 0)
+      const books = mergeOnce(pages.map((page) => page.books.filter(inside)), this.#compare)
+      const above = this.#starts[index]! + stretch.count <= this.#first
+      const shift = books.length - stretch.count
+      stretch.books = books
+      this.#held.add(index)
+      this.#resize(index, books.length)
+      this.#events.changed(above ? shift : 0)
+    } finally {
+      stretch.reading = false
+    }
+    this.#settle()
+  }
+
+  #fail (error: unknown): void {
+    // Cancelled: the list is no longer shown, nothing to say
+    if (this.#controller.signal.aborted) return
+    this.#failed = true
+    this.#events.failed(error)
+  }
+
+  /** A stretch now has `count` rows: the rows after it move. */
+  #resize (index: number, count: number): void {
+    const stretch = this.#stretches[index]!
+    const delta = count - stretch.count
+    stretch.count = count
+    for (let next = index + 1; next < this.#starts.length; next++) this.#starts[next]! += delta
+    this.#known += delta
+  }
+
+  /** The stretch that holds row `row` (of those read). */
+  #stretchAt (row: number): number {
+    let low = 0
+    let high = this.#starts.length - 1
+    while (low < high) {
+      const middle = (low + high + 1) >>> 1
+      if (this.#starts[middle]! <= row) low = middle
+      else high = middle - 1
+    }
+    return low
+  }
+
+  /** The stretch a book belongs in by its values; the number of stretches when it lies beyond those read. */
+  #stretchFor (book: Book): number {
+    let low = 0
+    let high = this.#stretches.length
+    while (low < high) {
+      const middle = (low + high) >>> 1
+      const last = this.#stretches[middle]!.last
+      if (last !== null && this.#compare(last, book) < 0) low = middle + 1
+      else high = middle
+    }
+    return low
+  }
+}
+
+/** No title or author can contain a NUL, nor more characters than the longest (the service refuses both). */
+function matchesNothing (filter: string): boolean {
+  return filter.includes('\u0000') || [...filter].length > TEXT_MAX_LENGTH
+}
+
+/** How many of `books` (in order) come up to `last`, included. */
+function countUpTo (books: Book[], last: Book, compare: (a: Book, b: Book) => number): number {
+  let count = 0
+  while (count < books.length && compare(books[count]!, last) <= 0) count++
+  return count
+}
+
+/** Books of one or two walks, each in order, as one list in order, a book in both walks once. */
+function mergeOnce (lists: Book[][], compare: (a: Book, b: Book) => number): Book[] {
+  if (lists.length === 1) return lists[0]!
+  const merged = lists.flat().sort(compare)
+  return merged.filter((book, index) => index === 0 || merged[index - 1]!.id !== book.id)
+}
