@@ -39,6 +39,7 @@ t.test('Message holds then exactly these texts for what the spec leaves open, an
     ['ExpectationFailed', 'Expectation failed'],
     ['IdempotencyKeyInProgress', 'A request with this idempotency key is in progress'],
     ['IdempotencyKeyReused', 'Idempotency key already used with a different body'],
+    ['PreconditionFailed', 'Precondition failed'],
     ['HeadersTooLarge', 'Request header fields too large'],
     ['HttpVersionNotSupported', 'HTTP version not supported'],
     ['InternalServerError', 'Internal server error'],
