@@ -7,7 +7,7 @@ import { connect, type Socket } from 'node:net'
 import type pg from 'pg'
 import type { Test } from 'tap'
 import { testEnv } from '../helper.js'
-import { createDatabase, pgClient, seedBooks, serviceQueriesRunning } from './database.js'
+import { createDatabaseWithBooks, pgClient, serviceQueriesRunning } from './database.js'
 import { sendRequest } from './keep-alive-request.js'
 import { residentMiB, type Service, startService } from './service.js'
 import { sleep, waitUntil } from './wait.js'
@@ -41,13 +41,12 @@ export const LISTINGS = 1000
  * `activeQueries()`: how many of the service's queries run now.
  */
 export async function serviceWithBooks (t: Test) {
-  const dbUrl = await createDatabase(t)
+  const dbUrl = await createDatabaseWithBooks(t, BOOKS)
   // All the listings come from this one client address: the bound per address would answer
   // most of them 429 (test/process/alone/connection-flood.test.ts) instead of letting them stall
   const service = await startService(t, { ...testEnv(dbUrl), MAX_CONNECTIONS_PER_ADDRESS: String(2 * LISTINGS) })
   const token = await service.token()
-  const db: pg.Client = await pgClient(t, dbUrl)
-  await seedBooks(db, BOOKS)
+  const db: pg.Client = await pgClient(t, dbUrl, { queryTimeoutMs: 120_000 })
   await db.query('VACUUM (ANALYZE) books')
   const activeQueries = () => serviceQueriesRunning(db, dbUrl)
 

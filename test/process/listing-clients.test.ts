@@ -7,7 +7,7 @@
 import { connect } from 'node:net'
 import t from 'tap'
 import { testEnv } from '../helper.js'
-import { createDatabase, NEEDS_SERVER, pgClient, seedBooks, STORE_INDEPENDENT } from '../helpers/database.js'
+import { createDatabaseWithBooks, NEEDS_SERVER, pgClient, STORE_INDEPENDENT } from '../helpers/database.js'
 import { type Service, startService } from '../helpers/service.js'
 import { stalledListing } from '../helpers/stalled-listing.js'
 import { sleep, withTimeout } from '../helpers/wait.js'
@@ -39,11 +39,9 @@ function slowListing (service: Service, token: string, bytes: number, everyMs: n
 }
 
 t.test('a response the client takes none of for SEND_TIMEOUT_MS is cut off; a slow reader is not', { skip: STORE_INDEPENDENT }, async (t) => {
-  const dbUrl = await createDatabase(t)
+  const dbUrl = await createDatabaseWithBooks(t, BOOKS)
   const service = await startService(t, { ...testEnv(dbUrl), SEND_TIMEOUT_MS: '10000' })
   const token = await service.token()
-  const db = await pgClient(t, dbUrl)
-  await seedBooks(db, BOOKS)
 
   // Wall-clock time: compared with the time of the service's log line
   const openedAt = Date.now()
@@ -88,11 +86,10 @@ t.test('a response the client takes none of for SEND_TIMEOUT_MS is cut off; a sl
 })
 
 t.test('listings whose clients leave while their pages queue send no more queries', { skip: NEEDS_SERVER }, async (t) => {
-  const dbUrl = await createDatabase(t)
+  const dbUrl = await createDatabaseWithBooks(t, BOOKS)
   const service = await startService(t, testEnv(dbUrl))
   const token = await service.token()
   const db = await pgClient(t, dbUrl)
-  await seedBooks(db, BOOKS)
   const commits = async () => (await db.query<{ n: number }>(
     'SELECT xact_commit::int AS n FROM pg_stat_database WHERE datname = current_database()')).rows[0]!.n
 

@@ -3,10 +3,10 @@
  * version 4 and later): two instances start together on it while another client writes, and no
  * write waits a second; an index build cut short is built again at the next start.
  */
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { migrations } from '../../src/db/migrations.js'
 import { testEnv } from '../helper.js'
-import { createDatabase, NEEDS_SERVER, pgClient, seedBooks } from '../helpers/database.js'
+import { createDatabaseWithBooks, NEEDS_SERVER, pgClient } from '../helpers/database.js'
 import { nonEmptyLines, spawnService } from '../helpers/service.js'
 import { sleep, waitUntil } from '../helpers/wait.js'
 
@@ -15,25 +15,11 @@ const BOOKS = 400_000
 /** What the issue allows a migration to block a write. */
 const WRITE_BOUND_MS = 1000
 
-/** A database as the service left it before the indexes: the steps that do not run alone applied, the books seeded. */
-async function databaseBeforeTheIndexes (t: Test) {
-  const dbUrl = await createDatabase(t)
-  const db = await pgClient(t, dbUrl, { queryTimeoutMs: 120_000 })
-  await db.query('CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())')
-  for (const { version, name, sql, alone } of migrations) {
-    if (alone) continue
-    await db.query(sql)
-    await db.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [version, name])
-  }
-  await seedBooks(db, BOOKS)
-  return { dbUrl, db }
-}
-
 const indexes = migrations.flatMap(({ index }) => index === undefined ? [] : [index])
 const INDEX_STATE = 'SELECT c.relname AS name, i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = ANY($1) ORDER BY c.relname'
 
 t.test('two instances migrate a large table together while it is written, and no write waits a second', { skip: NEEDS_SERVER }, async (t) => {
-  const { dbUrl } = await databaseBeforeTheIndexes(t)
+  const dbUrl = await createDatabaseWithBooks(t, BOOKS)
   const writer = await pgClient(t, dbUrl)
   let slowest = 0
   let writes = 0
@@ -71,7 +57,8 @@ t.test('two instances migrate a large table together while it is written, and no
 })
 
 t.test('an index build cut short is dropped and built again at the next start', { skip: NEEDS_SERVER }, async (t) => {
-  const { dbUrl, db } = await databaseBeforeTheIndexes(t)
+  const dbUrl = await createDatabaseWithBooks(t, BOOKS)
+  const db = await pgClient(t, dbUrl)
   const trigrams = migrations.find(({ index }) => index === 'books_title_trigrams')!
   const builder = await pgClient(t, dbUrl, { queryTimeoutMs: 120_000 })
   const { rows: [{ pid }] } = await builder.query('SELECT pg_backend_pid() AS pid')

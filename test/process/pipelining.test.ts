@@ -7,7 +7,7 @@
 import { connect, type Socket } from 'node:net'
 import t, { type Test } from 'tap'
 import { testEnv } from '../helper.js'
-import { createDatabase, NEEDS_SERVER, pgClient, seedBooks, serviceStoppedReading } from '../helpers/database.js'
+import { createDatabaseWithBooks, NEEDS_SERVER, pgClient, serviceStoppedReading } from '../helpers/database.js'
 import { residentMiB, type Service, startService } from '../helpers/service.js'
 import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 import { BODY_LIMIT } from '../../src/app.js'
@@ -15,10 +15,9 @@ import { MAX_WAITING_PER_CONNECTION } from '../../src/pipelining.js'
 import { DRAIN_SEND_TIMEOUT_MS } from '../../plugins/app/send-timeout.js'
 
 async function serviceWithBooks (t: Test, books: number) {
-  const dbUrl = await createDatabase(t)
+  const dbUrl = await createDatabaseWithBooks(t, books)
   const service = await startService(t, testEnv(dbUrl))
   const db = await pgClient(t, dbUrl)
-  await seedBooks(db, books)
   return { dbUrl, service, token: await service.token(), db }
 }
 
