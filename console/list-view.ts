@@ -35,6 +35,8 @@ const PAGED_ABOVE = 100_000
 const RESORT_WHILE_LOADING = 100_000
 /** A long list is sorted in a worker, from this many books on; a short one at once. */
 const SORT_IN_WORKER = 20_000
+/** Characters of the listing read before the first rows are drawn: some 150 books. */
+const FIRST_ROWS_TEXT = 16_384
 /** A list in pages asks for a filter this long after the last key: typing on sends nothing. */
 const FILTER_DELAY_MS = 120
 
@@ -120,25 +122,32 @@ export class ListView {
       for (;;) {
         const { done, value } = await reader.read()
         if (done) break
-        const arrived = parser.push(decoder.decode(value, { stream: true }))
-        if (arrived.length === 0) continue
-        this.#books.append(arrived)
-        if (this.#books.all.length > this.#pagedAbove) {
-          this.#toPages()
-          return
-        }
-        // Sorted meanwhile by something else than id, the view is put in order again at most once
-        // a second while that is quick; a longer list is sorted once, when it is whole
-        if (this.#books.unsorted && this.#books.all.length <= RESORT_WHILE_LOADING && performance.now() - lastSort > 1000) {
-          this.#books.refresh()
-          lastSort = performance.now()
-        }
-        this.#table.show(this.#books.view)
-        this.#showCount()
-        if (firstRows) {
-          firstRows = false
-          this.#table.draw()
-          performance.measure('first-rows', 'list-start')
+        const text = decoder.decode(value, { stream: true })
+        // The first rows from the start of the first piece, drawn and painted before the rest of
+        // it is read: a quick answer's first piece can be a megabyte, a long task to read
+        const pieces = firstRows ? [text.slice(0, FIRST_ROWS_TEXT), text.slice(FIRST_ROWS_TEXT)] : [text]
+        for (const piece of pieces) {
+          const arrived = parser.push(piece)
+          if (arrived.length === 0) continue
+          this.#books.append(arrived)
+          if (this.#books.all.length > this.#pagedAbove) {
+            this.#toPages()
+            return
+          }
+          // Sorted meanwhile by something else than id, the view is put in order again at most once
+          // a second while that is quick; a longer list is sorted once, when it is whole
+          if (this.#books.unsorted && this.#books.all.length <= RESORT_WHILE_LOADING && performance.now() - lastSort > 1000) {
+            this.#books.refresh()
+            lastSort = performance.now()
+          }
+          this.#table.show(this.#books.view)
+          this.#showCount()
+          if (firstRows) {
+            firstRows = false
+            this.#table.draw()
+            performance.measure('first-rows', 'list-start')
+            await painted()
+          }
         }
       }
       parser.end()
@@ -366,6 +375,14 @@ export class ListView {
 }
 
 interface Sight { first: number, last: number }
+
+/** Resolves once the next frame is painted; in a hidden tab, which paints none, after 100 ms. */
+function painted (): Promise<void> {
+  return new Promise((resolve) => {
+    requestAnimationFrame(() => setTimeout(resolve, 0))
+    setTimeout(resolve, 100)
+  })
+}
 
 /** `?paged-above=<books>` of the page's address, else `PAGED_ABOVE`. */
 function pagedAbove (): number {
