@@ -1,7 +1,6 @@
 import { openAsBlob } from 'node:fs'
 import { parentPort, workerData } from 'node:worker_threads'
 import { PGlite } from '@electric-sql/pglite'
-import { pg_trgm as pgTrgm } from '@electric-sql/pglite/contrib/pg_trgm'
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket'
 import { pgliteOptions, setWasmTieringBudget } from './embedded-settings.js'
 
@@ -29,9 +28,7 @@ async function main () {
   setWasmTieringBudget()
   // A Blob backed by the file: PGlite reads it once, into the in-memory file system
   const loadDataDir = clusterFile === undefined ? undefined : await openAsBlob(clusterFile)
-  // pg_trgm, which the migrations create (src/db/migrations.ts): PGlite loads an extension's
-  // code only when it is named here
-  const db = await PGlite.create(dataDir, { ...pgliteOptions(PGlite.defaultStartParams), loadDataDir, extensions: { pg_trgm: pgTrgm } })
+  const db = await PGlite.create(dataDir, { ...pgliteOptions(PGlite.defaultStartParams), loadDataDir })
   // Enough for the service's pool (one connection, see plugins/external/postgres.ts), its
   // health checks and a few tools; pglite-socket runs them one query at a time
   const server = new PGLiteSocketServer({ db, host: '127.0.0.1', port: 0, maxConnections: 16 })
