@@ -56,12 +56,13 @@ const DISTRIBUTE = `SELECT create_distributed_table(t.name, t.column_name),
                       AND NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = t.name::regclass)`
 // PGlite says so in its version: "PostgreSQL 18.6 (PGlite 0.5.14) on wasm32-unknown-emscripten, ..."
 const PGLITE = "SELECT version() LIKE '%(PGlite %' AS pglite"
-const SCHEMA_MIGRATIONS = `CREATE TABLE IF NOT EXISTS schema_migrations (
+/** The table that records the steps applied, and how a step is recorded (tests make tables as a migration cut short leaves them). */
+export const SCHEMA_MIGRATIONS = `CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY,
       name text NOT NULL,
       applied_at timestamptz NOT NULL DEFAULT now()
     )`
-const RECORD = 'INSERT INTO schema_migrations (version, name) VALUES ($1, $2)'
+export const RECORD = 'INSERT INTO schema_migrations (version, name) VALUES ($1, $2)'
 const INVALID_INDEX = 'SELECT 1 FROM pg_index WHERE indexrelid = to_regclass($1) AND NOT indisvalid'
 
 export class NotCoordinatorError extends Error {

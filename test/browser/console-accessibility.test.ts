@@ -70,10 +70,7 @@ t.test('the console for every user', { skip: STORE_INDEPENDENT || needsPrograms(
   const dbUrl = await createDatabase(t)
   const [service, browser] = await Promise.all([startService(t, testEnv(dbUrl)), launchBrowser(t)])
   const token = await service.token()
-  for (const book of BOOKS) {
-    const response = await service.request('POST', '/book', { token, body: book })
-    if (response.status !== 201) throw new Error(`POST /book answered ${response.status}: ${response.text}`)
-  }
+  for (const book of BOOKS) await service.createBook(token, book)
 
   t.test('screenshots for docs/: 1280 × 800 in the light scheme, 375 wide in the dark one', async (t) => {
     const shots = [

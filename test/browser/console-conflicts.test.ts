@@ -12,10 +12,9 @@ import {
   bookRow, deleteDialog, expectQuiet, launchBrowser, openPage, recordRequests, seriousAccessibilityViolations, settle, shownBooks, signedIn
 } from '../helpers/browser.js'
 import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
+import type { Book, BookCreate, BookPatch } from '../../src/schemas/book.js'
 import { startService } from '../helpers/service.js'
 import { needsPrograms } from '../helpers/programs.js'
-
-interface Book { id: number, title: string, author: string, year: number }
 
 /** The answer to the next request of `method` to a path matching `path`. */
 function nextResponse (page: Page, method: string, path: RegExp) {
@@ -34,13 +33,9 @@ t.test('a book changed by someone else while it is open', { skip: STORE_INDEPEND
   const [service, browser] = await Promise.all([startService(t, testEnv(dbUrl)), launchBrowser(t)])
   const token = await service.token()
   const api = {
-    async create (book: Omit<Book, 'id'>): Promise<Book> {
-      const response = await service.request('POST', '/book', { token, body: book })
-      if (response.status !== 201) throw new Error(`POST /book answered ${response.status}: ${response.text}`)
-      return (response.body as { data: Book }).data
-    },
+    create: (book: BookCreate) => service.createBook(token, book),
     /** Someone else's change, without a precondition */
-    async change (id: number, changes: Partial<Omit<Book, 'id'>>): Promise<string> {
+    async change (id: number, changes: BookPatch): Promise<string> {
       const response = await service.request('PUT', `/book/${id}`, { token, body: changes })
       if (response.status !== 200) throw new Error(`PUT /book/${id} answered ${response.status}: ${response.text}`)
       return String(response.headers.get('etag'))

@@ -13,11 +13,10 @@ import {
   shownBooks, signIn, signedIn, storedToken, TOKEN_KEY, tokenResponse
 } from '../helpers/browser.js'
 import { createDatabase, refuseConnections, STORE_INDEPENDENT } from '../helpers/database.js'
+import type { Book, BookCreate } from '../../src/schemas/book.js'
 import { startService } from '../helpers/service.js'
 import { mint, nowSeconds } from '../helpers/tokens.js'
 import { needsPrograms } from '../helpers/programs.js'
-
-interface Book { id: number, title: string, author: string, year: number }
 
 /** The answer to the next request of `method` to a path matching `path`. */
 function nextResponse (page: Page, method: string, path: RegExp) {
@@ -46,11 +45,7 @@ t.test('the console', { skip: STORE_INDEPENDENT || needsPrograms('chromium') }, 
   const [service, browser] = await Promise.all([startService(t, testEnv(dbUrl)), launchBrowser(t)])
   const token = await service.token()
   const api = {
-    async create (book: Omit<Book, 'id'>): Promise<Book> {
-      const response = await service.request('POST', '/book', { token, body: book })
-      if (response.status !== 201) throw new Error(`POST /book answered ${response.status}: ${response.text}`)
-      return (response.body as { data: Book }).data
-    },
+    create: (book: BookCreate) => service.createBook(token, book),
     read: (id: number) => service.request('GET', `/book/${id}`, { token }),
     async list (): Promise<Book[]> {
       return ((await service.request('GET', '/books', { token })).body as { data: Book[] }).data

@@ -10,7 +10,8 @@ import pg from 'pg'
 import type { Test } from 'tap'
 import { startEmbedded } from '../../src/db/embedded.js'
 import { INITDB_ARGS } from '../../src/db/embedded-settings.js'
-import { migrations } from '../../src/db/migrations.js'
+import { RECORD, SCHEMA_MIGRATIONS } from '../../src/db/migrate.js'
+import { migrations, type Migration } from '../../src/db/migrations.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 import { citusWorkers, onNode, spreadOverCitus, type CitusWorker } from '../../tools/topology/citus.js'
 import { startPgbouncer } from '../../tools/topology/pgbouncer.js'
@@ -167,18 +168,30 @@ export async function seedBooks (db: pg.Client, count: number): Promise<void> {
 
 /**
  * A fresh database (`createDatabase`) holding `count` books (`seedBooks`), in the tables of the
- * migrations without the steps that run alone: the service that starts on it builds its indexes
- * over the books at once. Inserting them one by one into eight indexes (two of trigrams) took a
- * few hundred thousand books past 10 s and loaded the machine under every other test file.
+ * migration steps `wanted` picks (by default every step but those that run alone), as a
+ * migration cut short would leave them: the service that starts on it applies the others over
+ * the books. By default it then builds its indexes over them at once: inserting them one by one
+ * into eight indexes (two of trigrams) took a few hundred thousand books past 10 s and loaded
+ * the machine under every other test file. On PGlite the store comes with every step applied
+ * (src/db/embedded-create.ts): the steps that run alone are undone; others cannot be.
  */
-export async function createDatabaseWithBooks (t: Test, count: number): Promise<string> {
+export async function createDatabaseWithBooks (
+  t: Test, count: number, wanted: (step: Migration) => boolean = ({ alone }) => alone === undefined
+): Promise<string> {
   const dbUrl = await createDatabase(t)
   const db = await pgClient(t, dbUrl, { queryTimeoutMs: 120_000 })
-  await db.query('CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())')
-  for (const { version, name, sql, alone } of migrations) {
-    if (alone) continue
-    await db.query(sql)
-    await db.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [version, name])
+  await db.query(SCHEMA_MIGRATIONS)
+  const applied = new Set((await db.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map(({ version }) => version))
+  for (const step of migrations) {
+    if (wanted(step) === applied.has(step.version)) continue
+    if (applied.has(step.version)) {
+      if (step.alone === undefined) throw new Error(`createDatabaseWithBooks: step ${step.version} is applied already, and cannot be undone`)
+      if (step.index !== undefined) await db.query(`DROP INDEX ${step.index}`)
+      await db.query('DELETE FROM schema_migrations WHERE version = $1', [step.version])
+    } else {
+      await db.query(step.sql)
+      await db.query(RECORD, [step.version, step.name])
+    }
   }
   await seedBooks(db, count)
   await db.end()

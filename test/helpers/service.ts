@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { onExit } from 'signal-exit'
 import type { Test } from 'tap'
 import { PROJECT_ROOT } from '../../src/project-root.js'
+import type { Book, BookCreate } from '../../src/schemas/book.js'
 import { PASSWORD, USERNAME } from '../helper.js'
 import { withTimeout } from './wait.js'
 
@@ -292,6 +293,13 @@ export class Service {
     const response = await this.request('POST', '/token', { body: { username: USERNAME, password: PASSWORD } })
     if (response.status !== 200) throw new Error(`POST /token answered ${response.status}: ${response.text}`)
     return (response.body as { data: { token: string } }).data.token
+  }
+
+  /** Stores `book` with `POST /book`, for a test's setup: anything but a 201 throws. */
+  async createBook (token: string, book: BookCreate): Promise<Book> {
+    const response = await this.request('POST', '/book', { token, body: book })
+    if (response.status !== 201) throw new Error(`POST /book answered ${response.status}: ${response.text}`)
+    return (response.body as { data: Book }).data
   }
 }
 

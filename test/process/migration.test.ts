@@ -1,7 +1,8 @@
 /**
  * The migrations on a table that already holds many books (src/db/migrations.ts, the indexes of
  * version 4 and later): two instances start together on it while another client writes, and no
- * write waits a second; an index build cut short is built again at the next start.
+ * write waits a second; an index build cut short is built again at the next start; a step that
+ * waits for a long transaction's lock gives up its place every 500 ms rather than queue writes.
  */
 import t from 'tap'
 import { migrations } from '../../src/db/migrations.js'
@@ -76,4 +77,40 @@ t.test('an index build cut short is dropped and built again at the next start', 
   const found = await service.request('GET', '/books?title=title%201234&limit=5', { token })
   t.equal(found.status, 200, 'and the filter it serves answers')
   t.ok((found.body as { data: unknown[] }).data.length > 0, 'with books')
+})
+
+t.test('a step that waits for a long transaction gives up its place every 500 ms, so writes do not queue behind it', { skip: NEEDS_SERVER }, async (t) => {
+  // The tables of the first two steps: the next one (the columns of the list issue) takes the
+  // table's strongest lock
+  const dbUrl = await createDatabaseWithBooks(t, 1000, ({ version }) => version <= 2)
+  const db = await pgClient(t, dbUrl)
+  // A long read: its transaction holds the table until it ends
+  const reader = await pgClient(t, dbUrl)
+  await reader.query('BEGIN')
+  await reader.query('SELECT count(*) FROM books')
+  const writer = await pgClient(t, dbUrl)
+  let slowest = 0
+  let writes = 0
+  const writing = { on: true }
+  const writesDone = (async () => {
+    while (writing.on) {
+      const started = performance.now()
+      await writer.query("INSERT INTO books (title, author, year) VALUES ('written meanwhile', 'test', 1)")
+      slowest = Math.max(slowest, performance.now() - started)
+      writes++
+      await sleep(10)
+    }
+  })()
+  const service = await spawnService(t, testEnv(dbUrl))
+  await service.waitFor(() => service.stdout.includes('a migration step waited too long for a lock; trying again'), 30_000, 'the step to give up its place once')
+  await sleep(3000)
+  t.equal(service.exit, null, 'precondition: the service still waits to migrate')
+  await reader.query('COMMIT')
+  await service.listening(60_000)
+  writing.on = false
+  await writesDone
+  t.ok(writes > 50, `precondition: the writes went on (${writes})`)
+  t.ok(slowest < WRITE_BOUND_MS, `no write waited a second behind the waiting step (${Math.round(slowest)} ms)`)
+  const { rows } = await db.query('SELECT max(version) AS version FROM schema_migrations')
+  t.equal(rows[0].version, migrations.at(-1)!.version, 'then every step applied')
 })
