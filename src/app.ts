@@ -53,7 +53,7 @@ export const options: FastifyHttpOptions<Server> = {
   return503OnClosing: false,
   // No bound on a plugin's start: the embedded database (DB_URL=pglite:...) creates its cluster
   // on first start, several seconds, more on a busy machine, and a migration that builds an
-  // index on ten million books takes minutes (plugins/app/migrate.ts), where fastify-cli would
+  // index on ten million books takes minutes (src/db/migrate.ts), where fastify-cli would
   // give up on a plugin after 10 s. Each step bounds its own waits
   pluginTimeout: 0,
   // What Node's parser rejects and what the router cannot decode never reach a hook: the HTTP

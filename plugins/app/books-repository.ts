@@ -113,7 +113,7 @@ const EXISTS = 'SELECT 1 FROM books WHERE id = $1'
 // insert then does nothing (`conflict`: the caller reads it afresh). The book is inserted only
 // with its key, so there is never one without the other. The same statement on Citus: the locks
 // are taken in `input`, which reads no table, so Citus runs it on the coordinator, where every
-// instance takes them (plugins/app/migrate.ts), never on a worker; stored keys are looked up by
+// instance takes them (src/db/migrate.ts), never on a worker; stored keys are looked up by
 // value, which asks only the shards that hold them.
 const CREATE = `WITH input AS MATERIALIZED (
            SELECT *, key IS NULL OR pg_try_advisory_xact_lock(lock) AS granted

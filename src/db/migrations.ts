@@ -5,7 +5,7 @@
  * A step runs in a transaction of its own, with the row that records it, unless it runs `alone`:
  * then it is one statement that cannot run in a transaction or may run for minutes on a large
  * table (`CREATE INDEX CONCURRENTLY`, `ANALYZE`), without blocking reads or writes, and is
- * recorded once it is done (plugins/app/migrate.ts).
+ * recorded once it is done (src/db/migrate.ts).
  */
 export interface Migration {
   version: number
