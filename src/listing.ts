@@ -30,6 +30,11 @@ export interface Position {
   key: string | number | null
   id: string
   snapshot: string | null
+  /**
+   * How the walk's pages read the books, decided at its first page (plugins/app/books-repository.ts,
+   * readsMatchesFirst); absent in cursors made before it was kept, where a page decides again.
+   */
+  matchesFirst?: boolean
 }
 
 /** Whether a query asks for more than today's listing (every book, by id). */
@@ -82,16 +87,18 @@ export function listingCursors (secret: string) {
     .digest().subarray(0, TAG_BYTES)
 
   /** Whether a decoded position has the shape its walk's positions have. */
-  function wellFormed (walk: Walk, [version, key, id, snapshot]: unknown[]): boolean {
+  function wellFormed (walk: Walk, [version, key, id, snapshot, matchesFirst]: unknown[]): boolean {
     if (version !== CURSOR_VERSION || typeof id !== 'string' || !isBookId(id)) return false
+    if (matchesFirst !== undefined && typeof matchesFirst !== 'boolean') return false
     if (walk.field === 'id') return key === null && snapshot === null
     return (walk.field === 'year' ? Number.isInteger(key) : typeof key === 'string') &&
       typeof snapshot === 'string' && SNAPSHOT.test(snapshot)
   }
 
   return {
-    encode (walk: Walk, { key, id, snapshot }: Position): string {
-      const payload = Buffer.from(JSON.stringify([CURSOR_VERSION, key, id, snapshot])).toString('base64url')
+    encode (walk: Walk, { key, id, snapshot, matchesFirst }: Position): string {
+      const fields = [CURSOR_VERSION, key, id, snapshot, ...(matchesFirst === undefined ? [] : [matchesFirst])]
+      const payload = Buffer.from(JSON.stringify(fields)).toString('base64url')
       return `${payload}.${tag(walk, payload).toString('base64url')}`
     },
 
@@ -106,8 +113,8 @@ export function listingCursors (secret: string) {
       } catch {
         return null
       }
-      if (!Array.isArray(fields) || fields.length !== 4 || !wellFormed(walk, fields)) return null
-      return { key: fields[1], id: fields[2], snapshot: fields[3] }
+      if (!Array.isArray(fields) || (fields.length !== 4 && fields.length !== 5) || !wellFormed(walk, fields)) return null
+      return { key: fields[1], id: fields[2], snapshot: fields[3], ...(fields.length === 5 ? { matchesFirst: fields[4] } : {}) }
     }
   }
 }
