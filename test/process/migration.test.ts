@@ -4,7 +4,8 @@
  * write waits a second; an index build cut short is built again at the next start; a step that
  * waits for a long transaction's lock gives up its place every 500 ms rather than queue writes.
  */
-import t from 'tap'
+import type pg from 'pg'
+import t, { type Test } from 'tap'
 import { migrations } from '../../src/db/migrations.js'
 import { testEnv } from '../helper.js'
 import { createDatabaseWithBooks, NEEDS_SERVER, pgClient } from '../helpers/database.js'
@@ -19,29 +20,43 @@ const WRITE_BOUND_MS = 1000
 const indexes = migrations.flatMap(({ index }) => index === undefined ? [] : [index])
 const INDEX_STATE = 'SELECT c.relname AS name, i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = ANY($1) ORDER BY c.relname'
 
-t.test('two instances migrate a large table together while it is written, and no write waits a second', { skip: NEEDS_SERVER }, async (t) => {
-  const dbUrl = await createDatabaseWithBooks(t, BOOKS)
+/**
+ * Writes books to `dbUrl` one after another, every 10 ms, until the returned `stop`: how many
+ * writes, and the slowest in ms.
+ */
+async function writeMeanwhile (t: Test, dbUrl: string, write: (writer: pg.Client) => Promise<unknown>) {
   const writer = await pgClient(t, dbUrl)
   let slowest = 0
   let writes = 0
   const writing = { on: true }
-  const writesDone = (async () => {
+  const done = (async () => {
     while (writing.on) {
       const started = performance.now()
-      const { rows: [{ id }] } = await writer.query("INSERT INTO books (title, author, year) VALUES ('written meanwhile', 'test', 1) RETURNING id")
-      await writer.query('UPDATE books SET title = title || \'!\' WHERE id = $1', [id])
-      await writer.query('SELECT * FROM books WHERE id = $1', [id])
+      await write(writer)
       slowest = Math.max(slowest, performance.now() - started)
       writes++
       await sleep(10)
     }
   })()
+  return async () => {
+    writing.on = false
+    await done
+    return { writes, slowest }
+  }
+}
+
+t.test('two instances migrate a large table together while it is written, and no write waits a second', { skip: NEEDS_SERVER }, async (t) => {
+  const dbUrl = await createDatabaseWithBooks(t, BOOKS)
+  const stopWriting = await writeMeanwhile(t, dbUrl, async (writer) => {
+    const { rows: [{ id }] } = await writer.query("INSERT INTO books (title, author, year) VALUES ('written meanwhile', 'test', 1) RETURNING id")
+    await writer.query('UPDATE books SET title = title || \'!\' WHERE id = $1', [id])
+    await writer.query('SELECT * FROM books WHERE id = $1', [id])
+  })
   const started = performance.now()
   const [a, b] = await Promise.all([spawnService(t, testEnv(dbUrl)), spawnService(t, testEnv(dbUrl))])
   await Promise.all([a.listening(120_000), b.listening(120_000)])
   const migrated = performance.now() - started
-  writing.on = false
-  await writesDone
+  const { writes, slowest } = await stopWriting()
   t.comment(`both listening after ${Math.round(migrated)} ms; ${writes} writes meanwhile, the slowest ${Math.round(slowest)} ms`)
   t.ok(migrated > 2 * WRITE_BOUND_MS, `precondition: the migration took a while (${Math.round(migrated)} ms)`)
   t.ok(writes > 20, 'precondition: the writes went on')
@@ -88,27 +103,15 @@ t.test('a step that waits for a long transaction gives up its place every 500 ms
   const reader = await pgClient(t, dbUrl)
   await reader.query('BEGIN')
   await reader.query('SELECT count(*) FROM books')
-  const writer = await pgClient(t, dbUrl)
-  let slowest = 0
-  let writes = 0
-  const writing = { on: true }
-  const writesDone = (async () => {
-    while (writing.on) {
-      const started = performance.now()
-      await writer.query("INSERT INTO books (title, author, year) VALUES ('written meanwhile', 'test', 1)")
-      slowest = Math.max(slowest, performance.now() - started)
-      writes++
-      await sleep(10)
-    }
-  })()
+  const stopWriting = await writeMeanwhile(t, dbUrl, (writer) =>
+    writer.query("INSERT INTO books (title, author, year) VALUES ('written meanwhile', 'test', 1)"))
   const service = await spawnService(t, testEnv(dbUrl))
   await service.waitFor(() => service.stdout.includes('a migration step waited too long for a lock; trying again'), 30_000, 'the step to give up its place once')
   await sleep(3000)
   t.equal(service.exit, null, 'precondition: the service still waits to migrate')
   await reader.query('COMMIT')
   await service.listening(60_000)
-  writing.on = false
-  await writesDone
+  const { writes, slowest } = await stopWriting()
   t.ok(writes > 50, `precondition: the writes went on (${writes})`)
   t.ok(slowest < WRITE_BOUND_MS, `no write waited a second behind the waiting step (${Math.round(slowest)} ms)`)
   const { rows } = await db.query('SELECT max(version) AS version FROM schema_migrations')
