@@ -3,11 +3,13 @@
  * the service before it listens (plugins/app/migrate.ts), and for the embedded store in the
  * process that creates a new cluster (src/db/embedded-create.ts). Instances starting together
  * on one database apply each step exactly once: one at a time, each holds a transaction-level
- * advisory lock in a transaction of its own for as long as it migrates (the lock ends with that transaction, so it holds through
- * a pooler in transaction mode, where a session lock would stay with a server connection that is
- * then handed to someone else). The others wait, asking for the lock again every 250 ms: a
- * statement blocked on the lock would hold a snapshot, and `CREATE INDEX CONCURRENTLY` waits
- * for every snapshot older than its own, so two instances would wait on each other for ever.
+ * advisory lock in a transaction of its own for as long as it migrates (the lock ends with that
+ * transaction, so it holds through a pooler in transaction mode, where a session lock would stay
+ * with a server connection that is then handed to someone else). The others wait, asking for the
+ * lock again every 250 ms in a short transaction of its own: `CREATE INDEX CONCURRENTLY` waits
+ * for the transaction of every statement that holds a snapshot older than its own, so a
+ * statement blocked on the lock, or a waiting transaction kept open, would have two instances
+ * wait on each other for ever.
  *
  * Each step runs in a transaction of its own with the row that records it, so a failed step
  * leaves nothing half done. Its locks are asked for with a 500 ms `lock_timeout`, retried: a
@@ -117,15 +119,19 @@ export async function migrate (
 
   /** Holds the migration lock in an open transaction of `holder`'s, once no other instance holds it. */
   async function takeLock (holder: pg.Client) {
-    // READ COMMITTED whatever the database's default: a REPEATABLE READ transaction keeps its
-    // snapshot for as long as it lasts, and index builds would wait for it
-    await holder.query('BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL idle_in_transaction_session_timeout = 0')
     for (let waited = 0; ; waited += LOCK_POLL_MS) {
-      // Without parameters: the simple protocol, whose portal ends with the statement. The
-      // extended protocol's unnamed portal would keep the statement's snapshot while the
-      // transaction idles, and index builds would wait for it
+      // READ COMMITTED whatever the database's default: a REPEATABLE READ transaction keeps its
+      // snapshot for as long as it lasts, and index builds would wait for it. Without
+      // parameters: the simple protocol, whose portal ends with the statement (the extended
+      // protocol's unnamed portal would keep the statement's snapshot while the transaction
+      // idles)
+      await holder.query('BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL idle_in_transaction_session_timeout = 0')
       const { rows: [row] } = await holder.query<{ locked: boolean }>(`SELECT pg_try_advisory_xact_lock(${MIGRATION_LOCK_KEY}) AS locked`)
       if (row!.locked) return
+      // Ended before the wait: `CREATE INDEX CONCURRENTLY` waits for the whole transaction of any
+      // statement that ran while it looked, and a transaction kept open across the waits would
+      // end only once this instance had the lock, which the building instance holds
+      await holder.query('ROLLBACK')
       if (waited % WAITING_LOG_MS === 0) log.info({ waitedMs: waited }, 'waiting for another instance to finish migrating')
       await sleep(LOCK_POLL_MS)
     }
