@@ -182,9 +182,7 @@ export class ListView {
       return
     }
     this.#books.upsert(book)
-    this.#table.show(this.#books.view)
-    this.#table.draw()
-    this.#showCount()
+    this.#redrawWhole()
   }
 
   /** A book deleted, or found gone. */
@@ -194,9 +192,7 @@ export class ListView {
       return
     }
     this.#books.remove(id)
-    this.#table.show(this.#books.view)
-    this.#table.draw()
-    this.#showCount()
+    this.#redrawWhole()
   }
 
   /** Scrolls to a book, if it is in the list as held. */
@@ -279,9 +275,7 @@ export class ListView {
     }
     this.#books.setFilter(text)
     this.#table.scroller.scrollTop = 0
-    this.#table.show(this.#books.view)
-    this.#table.draw()
-    this.#showCount()
+    this.#redrawWhole()
     performance.measure('filter', 'filter-start')
   }
 
@@ -304,9 +298,7 @@ export class ListView {
     this.#books.sortBy(key)
     this.#showOrder()
     this.#table.scroller.scrollTop = 0
-    this.#table.show(this.#books.view)
-    this.#table.draw()
-    this.#showCount()
+    this.#redrawWhole()
     performance.measure('sort', 'sort-start')
   }
 
@@ -353,6 +345,13 @@ export class ListView {
    * (more than `PAGED_ABOVE` in all, and how many match so far), the exact count once its last page
    * is read.
    */
+  /** The whole list as held, drawn again with its count (after a change, a filter or a sort). */
+  #redrawWhole (): void {
+    this.#table.show(this.#books.view)
+    this.#table.draw()
+    this.#showCount()
+  }
+
   #showCount (): void {
     const count = this.#elements.count
     const number = (n: number) => this.#numbers.format(n)
