@@ -9,7 +9,7 @@ import type { Locator, Page } from 'playwright-core'
 import t from 'tap'
 import { testEnv } from '../helper.js'
 import {
-  bookRow, deleteDialog, expectQuiet, launchBrowser, openPage, recordRequests, seriousAccessibilityViolations, settle, shownBooks, signedIn
+  bookRow, deleteDialog, expectQuiet, launchBrowser, openPage, recordRequests, seriousAccessibilityViolations, settle, shownBook, signedIn
 } from '../helpers/browser.js'
 import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import type { Book, BookCreate, BookPatch } from '../../src/schemas/book.js'
@@ -94,7 +94,7 @@ t.test('a book changed by someone else while it is open', { skip: STORE_INDEPEND
     ], 'two PUTs of the typed title only: with the ETag read at opening, then with the ETag of the book as changed')
     const expected = { id: book.id, title: typed, author: 'Octavia E. Butler', year: 1980 }
     t.strictSame(await api.read(book.id), expected, 'the API has the typed title on top of the other change')
-    t.strictSame(await settle(async () => (await shownBooks(page)).find((row) => row[0] === String(book.id)), (row) => row?.[1] === typed),
+    t.strictSame(await settle(() => shownBook(page, book.id), (row) => row?.[1] === typed),
       [String(book.id), typed, 'Octavia E. Butler', '1980'], 'and so does the list')
     expectQuiet(t, watched)
   })
@@ -125,7 +125,7 @@ t.test('a book changed by someone else while it is open', { skip: STORE_INDEPEND
     await dialog.waitFor({ state: 'hidden' })
     t.equal((await puts()).length, 1, 'no PUT after the refused one')
     t.strictSame(await api.read(book.id), { ...book, year: 1962 }, 'the API keeps the other change')
-    t.strictSame(await settle(async () => (await shownBooks(page)).find((row) => row[0] === String(book.id)), (row) => row?.[3] === '1962'),
+    t.strictSame(await settle(() => shownBook(page, book.id), (row) => row?.[3] === '1962'),
       [String(book.id), 'Solaris', 'Stanisław Lem', '1962'], 'the list shows the book as stored now')
     t.match(await page.getByRole('status').filter({ hasText: 'discarded' }).innerText(), 'Your changes were discarded', 'and says so')
     expectQuiet(t, watched)

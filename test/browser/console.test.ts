@@ -10,7 +10,7 @@ import t from 'tap'
 import { PASSWORD, USERNAME, testEnv } from '../helper.js'
 import {
   bookRow, deleteDialog, booksTable, expectQuiet, launchBrowser, loadedStatus, openConsole, openPage, recordRequests, settle,
-  shownBooks, signIn, signedIn, storedToken, TOKEN_KEY, tokenResponse
+  shownBook, shownBooks, signIn, signedIn, storedToken, TOKEN_KEY, tokenResponse
 } from '../helpers/browser.js'
 import { createDatabase, refuseConnections, STORE_INDEPENDENT } from '../helpers/database.js'
 import type { Book, BookCreate } from '../../src/schemas/book.js'
@@ -234,7 +234,7 @@ t.test('the console', { skip: STORE_INDEPENDENT || needsPrograms('chromium') }, 
     t.strictSame((await puts()).map(({ path, body, headers }) => ({ path, body, ifMatch: headers['if-match'] })),
       [{ path: `/book/${book.id}`, body: { year: 1975 }, ifMatch: read.headers().etag }],
       'one PUT, whose body is exactly the changed year, naming the version read (If-Match: its ETag)')
-    t.strictSame(await settle(async () => (await shownBooks(page)).find((row) => row[0] === String(book.id)), (row) => row?.[3] === '1975'),
+    t.strictSame(await settle(() => shownBook(page, book.id), (row) => row?.[3] === '1975'),
       [String(book.id), book.title, book.author, '1975'], 'the list shows the new year, the rest as it was')
     t.strictSame((await api.read(book.id)).body, { status: 200, message: 'Book retrieved successfully', data: { ...book, year: 1975 } },
       'the API has the new year, title and author unchanged')
@@ -431,7 +431,7 @@ t.test('the console', { skip: STORE_INDEPENDENT || needsPrograms('chromium') }, 
     await signedIn(page, service.url)
 
     t.equal(await booksTable(page).getByRole('cell', { name: title, exact: true }).count(), 1, 'a cell shows the title as that exact text')
-    t.strictSame((await shownBooks(page)).find((row) => row[0] === String(book.id)), [String(book.id), title, '<b>Mallory</b>', '2024'],
+    t.strictSame(await shownBook(page, book.id), [String(book.id), title, '<b>Mallory</b>', '2024'],
       'its row, every field as text')
     await bookRow(page, 'Mallory').getByRole('button', { name: 'Edit', exact: true }).click()
     const edit = page.getByRole('dialog', { name: 'Edit book' })

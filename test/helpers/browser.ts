@@ -322,6 +322,11 @@ export function shownBooks (page: Page): Promise<string[][]> {
     [...row.children].slice(0, 4).map((cell) => cell.textContent?.trim() ?? '')))
 }
 
+/** The row of book `id` as the list shows it (id, title, author, year), or undefined. */
+export async function shownBook (page: Page, id: number): Promise<string[] | undefined> {
+  return (await shownBooks(page)).find((row) => row[0] === String(id))
+}
+
 /** The token the console holds now, or null. */
 export function storedToken (page: Page): Promise<string | null> {
   return page.evaluate((key) => sessionStorage.getItem(key), TOKEN_KEY)
