@@ -16,6 +16,7 @@ import connectionLimits from '../plugins/app/connection-limits.js'
 import lingeringClose from '../plugins/app/lingering-close.js'
 import booksRepository from '../plugins/app/books-repository.js'
 import idempotencyKeysSweep from '../plugins/app/idempotency-keys-sweep.js'
+import changesFeed from '../plugins/app/changes-feed.js'
 import loginAttempts from '../plugins/app/login-attempts.js'
 import httpEdge, { clientErrorHandler, frameworkErrors } from '../plugins/app/http-edge.js'
 import jsonBody from '../plugins/app/json-body.js'
@@ -25,6 +26,7 @@ import responseHeaders from '../plugins/app/response-headers.js'
 import sendTimeout from '../plugins/app/send-timeout.js'
 import shutdown from '../plugins/app/shutdown.js'
 import books from '../routes/books.js'
+import changes from '../routes/changes.js'
 import health from '../routes/health.js'
 import metricsRoute from '../routes/metrics.js'
 import token from '../routes/token.js'
@@ -110,6 +112,7 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
   await fastify.register(authenticate)
   await fastify.register(booksRepository)
   await fastify.register(idempotencyKeysSweep)
+  await fastify.register(changesFeed)
 
   // Bodies are JSON only; anything else is 415 rather than a string that fails validation
   fastify.removeContentTypeParser('text/plain')
@@ -124,6 +127,7 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
   await fastify.register(metricsRoute)
   await fastify.register(token)
   await fastify.register(books)
+  await fastify.register(changes)
 }
 
 /**

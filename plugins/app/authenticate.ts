@@ -19,6 +19,10 @@ declare module 'fastify' {
   interface FastifyInstance {
     authenticate: onRequestHookHandler
   }
+  interface FastifyRequest {
+    /** When the token `authenticate` accepted expires, in ms (a feed ends then: routes/changes.ts). */
+    tokenExpiresAt: number
+  }
 }
 
 /**
@@ -54,6 +58,7 @@ const OUR_HEADERS = new Set(TOKEN_ALGORITHMS.flatMap((alg) =>
   [{ alg }, { alg, typ: 'JWT' }, { typ: 'JWT', alg }].map((header) => Buffer.from(JSON.stringify(header)).toString('base64url'))))
 
 export default fp(async function authenticate (fastify) {
+  fastify.decorateRequest('tokenExpiresAt', 0)
   fastify.decorate('authenticate', function (request, reply, done) {
     // Every answer of a route that needs a token, its errors too, is for this client alone: no
     // cache in between may keep it (docs/api.md, Caching)
@@ -75,6 +80,8 @@ export default fp(async function authenticate (fastify) {
     const expiresAt = exp * 1000
     const valid = expiresAt > now && expiresAt <= now + TOKEN_LIFETIME_S * 1000 + CLOCK_TOLERANCE_MS &&
       isCanonical(token) && OUR_HEADERS.has(token.slice(0, token.indexOf('.')))
-    done(valid ? undefined : new ApiError(401, Message.InvalidToken))
+    if (!valid) return done(new ApiError(401, Message.InvalidToken))
+    request.tokenExpiresAt = expiresAt
+    done()
   } satisfies onRequestHookHandler)
 }, { name: 'authenticate', dependencies: ['jwt'] })

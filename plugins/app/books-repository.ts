@@ -9,7 +9,7 @@ import fp from 'fastify-plugin'
 import pLimit, { type LimitFunction } from 'p-limit'
 import type { QueryResultRow } from 'pg'
 import { batched } from '../../src/db/batch.js'
-import { boundedQuery } from '../../src/db/bounded-query.js'
+import { boundedQuery, boundedTransaction } from '../../src/db/bounded-query.js'
 import type { Position, Walk } from '../../src/listing.js'
 import type { Book, BookCreate, BookPatch } from '../../src/schemas/book.js'
 
@@ -38,6 +38,29 @@ export interface ListingPage {
   count: number
   last: Position | null
   json: string
+}
+
+/** A change of the feed (src/db/migrations.ts, version 15): its position, kind and book as JSON. */
+export interface Change {
+  position: number
+  kind: 'created' | 'updated' | 'deleted'
+  book: string
+}
+
+interface ChangeRow {
+  position: string
+  kind: Change['kind']
+  book: string
+}
+
+interface KeptRow {
+  first: string | null
+  last: string | null
+}
+
+/** Positions stay far below 2^53: a million changes a second for 285 years. */
+function toChange (row: ChangeRow): Change {
+  return { position: Number(row.position), kind: row.kind, book: row.book }
 }
 
 /** bigint arrives from pg as a string; ids stay below 2^53 (on Citus too: docs/deployment.md, Ids), so a JSON number is exact. */
@@ -105,6 +128,14 @@ function knownKey (call: CreateCall, stored: StoredKey | undefined): CreateOutco
 // statement answers every call of a batch (src/db/batch.ts)
 const FIND = 'SELECT id, title, author, year, version FROM books WHERE id = ANY($1::bigint[])'
 const EXISTS = 'SELECT 1 FROM books WHERE id = $1'
+// The CTE that records each change in the feed (src/db/migrations.ts, version 15), in the
+// statement that makes it: the book as it is after the change, as the JSON the feed sends
+// (`{"id":..}` for a delete), from the rows the change returned after it had their locks
+const logged = (kind: 'created' | 'updated' | 'deleted', rows: string) => `logged AS (
+           INSERT INTO book_changes (kind, book)
+           SELECT '${kind}', row_to_json(changed)::text
+           FROM (SELECT ${kind === 'deleted' ? 'id' : 'id, title, author, year'} FROM ${rows} ORDER BY id) AS changed
+         )`
 // Creates, with or without an idempotency key, one statement per batch. Ids are drawn in the
 // order of the calls. A key is taken with a transaction-level advisory lock that its writer holds
 // until it commits: a key whose lock another transaction holds is in flight elsewhere (`busy`).
@@ -137,8 +168,8 @@ const CREATE = `WITH input AS MATERIALIZED (
          ), created AS (
            INSERT INTO books (id, title, author, year) OVERRIDING SYSTEM VALUE
            SELECT id, title, author, year FROM fresh WHERE key IS NULL OR key IN (SELECT key FROM keyed)
-           RETURNING id
-         )
+           RETURNING id, title, author, year
+         ), ${logged('created', 'created')}
          SELECT CASE
                   WHEN free.n IS NULL THEN 'busy'
                   WHEN free.known_id IS NOT NULL
@@ -154,7 +185,9 @@ const CREATE = `WITH input AS MATERIALIZED (
 // a chain of steps, each a round of the coordinator with its workers, and writes a shard per book:
 // a batch of 30 took 120 ms, a create with a key alone 13 ms, one such insert 1 ms
 // (docs/deployment.md, Citus)
-const CREATE_ONE = 'INSERT INTO books (title, author, year) VALUES ($1, $2, $3) RETURNING id::text AS id'
+const CREATE_ONE = `WITH created AS (INSERT INTO books (title, author, year) VALUES ($1, $2, $3) RETURNING id, title, author, year),
+         ${logged('created', 'created')}
+         SELECT id::text AS id FROM created`
 const STORED_KEYS = 'SELECT key, fingerprint, book_id::text AS id FROM idempotency_keys WHERE key = ANY($1::text[])'
 // One short transaction per batch of expired keys (plugins/app/idempotency-keys-sweep.ts), its
 // row locks held for moments; rows another instance's sweep holds are skipped, not waited for.
@@ -192,25 +225,65 @@ const UPDATE = `WITH ${MARK}, patch AS MATERIALIZED (
            SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int4[], $5::text[]) AS p(id, title, author, year, match)
          ), locked AS MATERIALIZED (
            SELECT books.id FROM books JOIN patch USING (id) ORDER BY books.id FOR UPDATE OF books
-         )
-         UPDATE books SET ${changes('patch.title', 'patch.author', 'patch.year')}
-         FROM patch JOIN locked USING (id)
-         WHERE books.id = patch.id AND (patch.match IS NULL OR books.version = ANY(patch.match::int4[]))
-         RETURNING books.id, books.title, books.author, books.year, books.version`
+         ), updated AS (
+           UPDATE books SET ${changes('patch.title', 'patch.author', 'patch.year')}
+           FROM patch JOIN locked USING (id)
+           WHERE books.id = patch.id AND (patch.match IS NULL OR books.version = ANY(patch.match::int4[]))
+           RETURNING books.id, books.title, books.author, books.year, books.version
+         ), ${logged('updated', 'updated')}
+         SELECT * FROM updated`
 // On Citus, one statement per update, each on one shard, locking one row: Citus locks no rows
 // across shards. A batch in one statement would write a shard per book, commit on every worker
 // at once (two-phase commit), and wait for every other multi-shard write on those shards. Measured
 // on Citus, a statement per book keeps up with it (docs/deployment.md, Citus)
-const UPDATE_ONE = `WITH ${MARK} UPDATE books SET ${changes('$2::text', '$3::text', '$4::int4')}
-         WHERE id = $1 AND ($5::int4[] IS NULL OR version = ANY($5::int4[]))
-         RETURNING books.id, books.title, books.author, books.year, books.version`
+const UPDATE_ONE = `WITH ${MARK}, updated AS (
+           UPDATE books SET ${changes('$2::text', '$3::text', '$4::int4')}
+           WHERE id = $1 AND ($5::int4[] IS NULL OR version = ANY($5::int4[]))
+           RETURNING books.id, books.title, books.author, books.year, books.version
+         ), ${logged('updated', 'updated')}
+         SELECT * FROM updated`
 // `$2`, when not null, lists the versions the delete is allowed on (If-Match)
-const DELETE = 'DELETE FROM books WHERE id = $1 AND ($2::int4[] IS NULL OR version = ANY($2::int4[]))'
+const DELETE = `WITH deleted AS (
+           DELETE FROM books WHERE id = $1 AND ($2::int4[] IS NULL OR version = ANY($2::int4[])) RETURNING id
+         ), ${logged('deleted', 'deleted')}
+         SELECT id FROM deleted`
 // PostgreSQL writes the JSON of a page of the listing itself: one string reaches Node instead of
 // rows to parse, build and serialize again
 const LISTING_PAGE = `SELECT count(*)::int4 AS count, max(id)::text AS last_id,
                 coalesce(string_agg(row_to_json(page)::text, ',' ORDER BY id), '') AS json
          FROM (SELECT id, title, author, year FROM books WHERE id > $1 ORDER BY id LIMIT $2) page`
+
+// The feed's positions (src/db/migrations.ts, version 15). The changes committed and not yet
+// placed get the next positions in `seq` order, by one instance at a time: the statement after the
+// lock reads with a snapshot taken once the lock is granted, so it sees what the instance before
+// placed, and nothing is placed twice. A change that had to wait for another's row lock drew its
+// seq after that one committed: if it is placed, the one it waited for is too, before it. The
+// positions follow each other without gaps (a prune never removes the last, `PRUNE_CHANGES`). The
+// lock is in the two-integer keyspace, apart from the idempotency keys' and the migration's
+const PLACE_CHANGES_LOCK = 'SELECT pg_advisory_xact_lock(1651209070, 1)'
+const PLACE_CHANGES = `UPDATE book_changes SET position = placed.position
+         FROM (
+           SELECT seq, (SELECT coalesce(max(position), 0) FROM book_changes) + row_number() OVER (ORDER BY seq) AS position
+           FROM (SELECT seq FROM book_changes WHERE position IS NULL ORDER BY seq LIMIT $1) AS pending
+         ) AS placed
+         WHERE book_changes.seq = placed.seq`
+const CHANGES_AFTER = 'SELECT position::text, kind, book FROM book_changes WHERE position > $1 ORDER BY position LIMIT $2'
+const CHANGES_KEPT = 'SELECT min(position)::text AS first, max(position)::text AS last FROM book_changes'
+// The oldest changes, in one short transaction: a run of positions from the first kept, never
+// one younger than $1 seconds (the run stops before it) nor one of the last $2. What is kept is
+// always one run of positions, so a feed that resumes inside it misses nothing. Instances pruning
+// at once take the same run; the one that comes second waits, and finds it gone
+const PRUNE_CHANGES = `WITH kept AS MATERIALIZED (
+           SELECT min(position) AS first, max(position) - greatest($2, 1) AS last_prunable FROM book_changes
+         ), prunable AS MATERIALIZED (
+           SELECT position, recorded_at < now() - make_interval(secs => $1) AS expired
+           FROM book_changes, kept
+           WHERE position BETWEEN kept.first AND least(kept.first + $3 - 1, kept.last_prunable)
+         )
+         DELETE FROM book_changes WHERE position IN (
+           SELECT position FROM prunable
+           WHERE position < (SELECT coalesce(min(position) FILTER (WHERE NOT expired), max(position) + 1) FROM prunable)
+         )`
 
 /** The expression each sort orders by: titles and authors by code point, as their indexes are. */
 const SORT_KEYS = { id: 'id', title: 'title COLLATE "C"', author: 'author COLLATE "C"', year: 'year' } as const
@@ -493,6 +566,12 @@ export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunc
     }
   }
 
+  /** Up to `limit` changes after `position`, in the feed's order. */
+  async function changesAfter (position: number, limit: number): Promise<Change[]> {
+    const { rows } = await query<ChangeRow>(CHANGES_AFTER, [position, limit])
+    return rows.map(toChange)
+  }
+
   /** Whether the book a call with `versions` did not change is there (`mismatch`) or not. */
   async function unchanged (id: string, versions: number[] | null): Promise<'missing' | 'mismatch'> {
     return versions !== null && await exists(id) ? 'mismatch' : 'missing'
@@ -511,6 +590,38 @@ export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunc
   })
 
   return {
+    /**
+     * Gives the committed changes not yet placed in the feed their positions (up to `limit`, the
+     * oldest first), then answers up to `limit` changes after `position` and the last position
+     * given, placed by this instance or another.
+     */
+    async placeChanges (position: number, limit: number): Promise<{ changes: Change[], last: number }> {
+      const [, , { rows }, { rows: [kept] }] = await boundedTransaction<[never, never, ChangeRow, KeptRow]>(pg.pool, [
+        { text: PLACE_CHANGES_LOCK },
+        { text: PLACE_CHANGES, values: [limit] },
+        { text: CHANGES_AFTER, values: [position, limit] },
+        { text: CHANGES_KEPT }
+      ])
+      return { changes: rows.map(toChange), last: Number(kept!.last ?? 0) }
+    },
+
+    changesAfter,
+
+    /** The first and last positions the feed still keeps; 0 and 0 before the first change. */
+    async changesKept (): Promise<{ first: number, last: number }> {
+      const { rows: [kept] } = await query<KeptRow>(CHANGES_KEPT, [])
+      return { first: Number(kept!.first ?? 0), last: Number(kept!.last ?? 0) }
+    },
+
+    /**
+     * Removes up to `limit` of the oldest changes, those older than `keepSeconds` and not among
+     * the last `keepCount`, in one short transaction; answers how many.
+     */
+    async pruneChanges (keepSeconds: number, keepCount: number, limit: number): Promise<number> {
+      const { rowCount } = await query(PRUNE_CHANGES, [keepSeconds, keepCount, limit])
+      return rowCount ?? 0
+    },
+
     /**
      * Stores `book`, once per idempotency key: a repeat of a stored key with the same book answers
      * the first create again (`replayed`, nothing stored), with another book `mismatch`; a key

@@ -33,16 +33,26 @@ const IS_STANDBY = 'SELECT pg_is_in_recovery() AS standby'
  * statement may still run.
  */
 export async function boundedQuery<R extends QueryResultRow> (pool: Pool, query: QueryConfig): Promise<QueryResult<R>> {
+  const [result] = await boundedTransaction<[R]>(pool, [query])
+  return result
+}
+
+/**
+ * Several statements in one transaction, bounded and written together as `boundedQuery`'s one.
+ * In READ COMMITTED each statement reads with a snapshot of its own, taken as it starts: a
+ * statement after a lock sees what committed before the lock was granted.
+ */
+export async function boundedTransaction<R extends QueryResultRow[]> (pool: Pool, queries: QueryConfig[]): Promise<{ [K in keyof R]: QueryResult<R[K]> }> {
   const client = await pool.connect()
   client.on('error', ignoreClientError)
   try {
     const checking = onPrimary.has(client) ? null : client.query<{ standby: boolean }>(IS_STANDBY)
-    const [check, , result] = await Promise.all([checking, client.query(BEGIN_BOUNDED), client.query<R>(query), client.query('COMMIT')])
+    const [check, , ...results] = await Promise.all([checking, client.query(BEGIN_BOUNDED), ...queries.map((query) => client.query(query)), client.query('COMMIT')])
     if (check?.rows[0]?.standby === true) throw new StandbyConnectionError()
     onPrimary.add(client)
     client.off('error', ignoreClientError)
     client.release()
-    return result
+    return results.slice(0, queries.length) as { [K in keyof R]: QueryResult<R[K]> }
   } catch (err) {
     client.off('error', ignoreClientError)
     client.release(err as Error)

@@ -91,7 +91,27 @@ export const migrations: readonly Migration[] = [
     END $$`
   },
   // At once rather than at autovacuum's next analyze, which may be far off on a large table
-  { version: 14, name: 'analyze books', sql: 'ANALYZE books', alone: true }
+  { version: 14, name: 'analyze books', sql: 'ANALYZE books', alone: true },
+  {
+    version: 15,
+    name: 'create book changes',
+    // The feed of changes (src/changes.ts): every create, update and delete, inserted by the
+    // statement that makes it, so a change is here if and only if it committed. `seq` is drawn
+    // as the row is inserted, after the write has its row lock: a later change of the same book
+    // always has a higher one. `position`, the order of the feed, is given later, in `seq` order,
+    // to the changes that have committed (plugins/app/books-repository.ts, STAMP_CHANGES): seq
+    // alone cannot be read in order, since a transaction that drew 99 may commit after the one
+    // that drew 100. `book` is the JSON the feed sends. Not distributed on Citus: one table on
+    // the coordinator, whose snapshots are the ones the positions are given in
+    sql: `CREATE TABLE book_changes (
+      seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+      position bigint UNIQUE,
+      kind text NOT NULL CHECK (kind IN ('created', 'updated', 'deleted')),
+      book text NOT NULL,
+      recorded_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX book_changes_unstamped ON book_changes (seq) WHERE position IS NULL`
+  }
 ]
 
 /**

@@ -3,7 +3,8 @@
  * keys within their retention stay and keep answering.
  */
 import t from 'tap'
-import { IDEMPOTENCY_KEY_RETENTION_HOURS, SWEEP_BATCH, SWEEP_PAUSE_MS } from '../../plugins/app/idempotency-keys-sweep.js'
+import { IDEMPOTENCY_KEY_RETENTION_HOURS } from '../../plugins/app/idempotency-keys-sweep.js'
+import { REMOVAL_BATCH as SWEEP_BATCH, REMOVAL_PAUSE_MS as SWEEP_PAUSE_MS } from '../../src/db/batched-removal.js'
 import { build, call, getToken } from '../helper.js'
 import { createDatabase, NEEDS_SERVER, pgClient } from '../helpers/database.js'
 import { waitUntil } from '../helpers/wait.js'

@@ -1,0 +1,63 @@
+/**
+ * The feed of changes, as its clients see it (docs/api.md, Live changes): the change ids, signed
+ * so that a `Last-Event-ID` this service never issued is refused, and the text of its events in
+ * the WHATWG server-sent events format. The feed itself is plugins/app/changes-feed.ts; the log
+ * it reads, src/db/migrations.ts (version 15).
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto'
+
+/** Bytes of HMAC-SHA256 a change id keeps: 128 bits, beyond guessing. */
+const TAG_BYTES = 16
+/** Digits of a position in an id: every position below 2^53 (src/db/migrations.ts, version 15). */
+const POSITION_DIGITS = 16
+const CHANGE_ID = /^([0-9]{16})\.([A-Za-z0-9_-]{22})$/
+
+/**
+ * Change ids made and checked with a key derived from `secret` (SECRET_TOKEN, which every
+ * instance shares): an id from one instance resumes the feed on any other. An id is the feed
+ * position, zero-padded so that ids also increase as strings, and an HMAC over it.
+ */
+export function changeIds (secret: string) {
+  // A key of its own, so that nothing signed for one purpose passes for another
+  const key = createHmac('sha256', secret).update('bookkeeping change id').digest()
+  const tag = (digits: string) => createHmac('sha256', key).update(digits).digest().subarray(0, TAG_BYTES)
+
+  return {
+    encode (position: number): string {
+      const digits = String(position).padStart(POSITION_DIGITS, '0')
+      return `${digits}.${tag(digits).toString('base64url')}`
+    },
+
+    /** The position an id names; null if this service did not issue it. */
+    decode (id: string): number | null {
+      const match = CHANGE_ID.exec(id)
+      if (match === null) return null
+      // The spellings compared, not the bytes: base64url spells the same 16 bytes 16 ways (the
+      // last character's low bits encode nothing), and only one of them was issued
+      if (!timingSafeEqual(Buffer.from(match[2]!), Buffer.from(tag(match[1]!).toString('base64url')))) return null
+      return Number(match[1])
+    }
+  }
+}
+
+export type ChangeIds = ReturnType<typeof changeIds>
+
+/** How long a client waits before it reconnects, sent once at the start of each feed. */
+export const RECONNECT_MS = 2000
+
+/** The first lines of every feed: the client's reconnection delay. */
+export const FEED_START = `retry: ${RECONNECT_MS}\n\n`
+
+/** An SSE comment, ignored by clients; keeps proxies from closing an idle feed. */
+export const KEEP_ALIVE = ': keep-alive\n\n'
+
+/** One event: `data` is one line of JSON (JSON escapes every line break inside its strings). */
+export function event (kind: string, data: string, id?: string): string {
+  return `${id === undefined ? '' : `id: ${id}\n`}event: ${kind}\ndata: ${data}\n\n`
+}
+
+/** The client must reload what it holds; the feed goes on after `id`. */
+export const reset = (id: string) => event('reset', '{}', id)
+
+/** Sent as the token expires, the last event of the feed: no id, so the client resumes from the last. */
+export const TOKEN_EXPIRED = event('token-expired', '{}')
