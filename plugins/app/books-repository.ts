@@ -267,7 +267,8 @@ const PLACE_CHANGES = `UPDATE book_changes SET position = placed.position
            FROM (SELECT seq FROM book_changes WHERE position IS NULL ORDER BY seq LIMIT $1) AS pending
          ) AS placed
          WHERE book_changes.seq = placed.seq`
-const CHANGES_AFTER = 'SELECT position::text, kind, book FROM book_changes WHERE position > $1 ORDER BY position LIMIT $2'
+// A bigint arrives from pg as a string: no cast to text, which ORDER BY would then sort as text
+const CHANGES_AFTER = 'SELECT position, kind, book FROM book_changes WHERE position > $1 ORDER BY position LIMIT $2'
 const CHANGES_KEPT = 'SELECT min(position)::text AS first, max(position)::text AS last FROM book_changes'
 // The oldest changes, in one short transaction: a run of positions from the first kept, never
 // one younger than $1 seconds (the run stops before it) nor one of the last $2. What is kept is

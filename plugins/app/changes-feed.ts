@@ -34,7 +34,11 @@ export const CHANGES_KEPT_COUNT = 1_000_000
 export const POLL_MS = 200
 /** After a failed poll: the database is down or failing over. */
 const POLL_RETRY_MS = 1000
-/** Changes placed and read per poll; a full one is followed by the next at once. */
+/**
+ * Changes placed and read per poll. A full one is followed by the next at once, unless a feed's
+ * client has not taken it yet: then after POLL_MS, so that a client that reads on is not reset
+ * during a burst.
+ */
 const POLL_BATCH = 1000
 /** Changes kept in memory for feeds that resume: about 1.5 MB at 150 bytes each. */
 export const RECENT_CHANGES = 10_000
@@ -43,10 +47,11 @@ const CATCH_UP_PAGE = 500
 /** Between two comments on every feed: below SEND_TIMEOUT_MS's minimum (10 s), which would cut an idle feed. */
 export const KEEP_ALIVE_MS = 5000
 /**
- * What a feed may hold that its client has not taken (Node's buffers, not the kernel's): about
- * 800 changes. 1,000 subscribers that all stop reading hold 128 MB at most.
+ * What a feed may hold that its client has not taken (Node's buffers, not the kernel's) when the
+ * next changes come: about 1,600 changes. Beyond it the feed ends with `reset`. A feed then holds
+ * this and one poll's changes at most.
  */
-export const MAX_PENDING_BYTES = 128 * 1024
+export const MAX_PENDING_BYTES = 256 * 1024
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -178,12 +183,15 @@ export default fp(async function changesFeed (fastify) {
     for (const subscription of live) {
       // A feed that resumed from an id another instance sent may be ahead of this one
       if (subscription.position >= last) continue
-      subscription.send(subscription.position < from ? all : texts.slice(subscription.position - from + 1).join(''))
-      subscription.position = last
+      // Looked at before sending: a client that keeps up has taken the last poll's changes by
+      // now, however many they were
       if (subscription.pending() > MAX_PENDING_BYTES) {
         log.info({ pending: subscription.pending() }, 'a feed\'s client took too little of it: sent reset and ended')
         subscription.end(reset(ids.encode(last)))
+        continue
       }
+      subscription.send(subscription.position < from ? all : texts.slice(subscription.position - from + 1).join(''))
+      subscription.position = last
     }
   }
 
@@ -213,7 +221,7 @@ export default fp(async function changesFeed (fastify) {
   async function pollOnce () {
     let delay = POLL_MS
     try {
-      if (await poll() === POLL_BATCH) delay = 0
+      if (await poll() === POLL_BATCH && ![...live].some((subscription) => subscription.pending() > MAX_PENDING_BYTES)) delay = 0
       if (failing) log.info('reading the change log again')
       failing = false
     } catch (err) {
