@@ -6,16 +6,23 @@ import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js'
 import type { FastifyInstance, InjectOptions } from 'fastify'
 import pg from 'pg'
 import t, { type Test } from 'tap'
+import { changeIds } from '../../src/changes.js'
 import { Message } from '../../src/envelope.js'
 import { build, getToken, PASSWORD, SECRET, USERNAME } from '../helper.js'
 import { createDatabase, NEEDS_SERVER, refuseConnections } from '../helpers/database.js'
+import { FeedClient } from '../helpers/feed.js'
 import { rawRequest } from '../helpers/raw-http.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 
-/** The six operations of the contract, as `METHOD path` with the document's path templates. */
+/**
+ * The six operations of the contract and the feed of changes, as `METHOD path` with the
+ * document's path templates.
+ */
 const OPERATIONS = [
-  'POST /token', 'POST /book', 'GET /books', 'GET /book/{id}', 'PUT /book/{id}', 'DELETE /book/{id}'
+  'POST /token', 'POST /book', 'GET /books', 'GET /book/{id}', 'PUT /book/{id}', 'DELETE /book/{id}', 'GET /books/changes'
 ] as const
+/** The one answer that is no envelope: the feed itself, an event stream. */
+const FEED = 'GET /books/changes 200'
 type Operation = typeof OPERATIONS[number]
 
 /**
@@ -92,12 +99,12 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
     'info: the service and its package version'
   )
 
-  t.test('exactly the six operations and the operational ones, with summaries, tags, operationIds and the token where it is needed', async (t) => {
+  t.test('exactly the seven operations and the operational ones, with summaries, tags, operationIds and the token where it is needed', async (t) => {
     // The operational routes (health, metrics) are documented too, under their own tag; they
     // are tested with their plugins
     const operational = operationsOf(doc).filter((op) => operation(doc, op as Operation).tags?.includes('operations'))
     t.strictSame(operationsOf(doc).filter((op) => !operational.includes(op)).sort(), [...OPERATIONS].sort(),
-      'the six operations of the API, and nothing else: not /openapi.json, not /docs')
+      'the seven operations of the API, and nothing else: not /openapi.json, not /docs')
     for (const op of operational) t.strictSame(operation(doc, op as Operation).tags, ['operations'], `${op}: operational only`)
     t.strictSame(doc.components.securitySchemes, {
       token: {
@@ -151,6 +158,11 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
           t.equal(described.content, undefined, `${op} 304: no body`)
           t.match(described.headers, { ETag: { schema: { type: 'string' } } }, `${op} 304: the ETag`)
           documented.set(`${op} ${code}`, { media: '', validate: ajv.compile({}), messages: [''] })
+          continue
+        }
+        if (`${op} ${code}` === FEED) {
+          t.match(described.content, { 'text/event-stream': { schema: { type: 'string' } } }, `${op} ${code}: an event stream`)
+          documented.set(FEED, { media: 'text/event-stream', validate: ajv.compile({}), messages: [''] })
           continue
         }
         const [media = '', content] = Object.entries(described.content as Record<string, any>)[0] ?? []
@@ -311,6 +323,23 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
     conforms(t, op, await withToken({ method: 'DELETE', url: `/book/${id}` }), 404, Message.BookNotFound)
   })
 
+  // A Last-Event-ID beyond what the instance has sent: the feed asks the database where it stands
+  const feedAhead: InjectOptions = { method: 'GET', url: '/books/changes', headers: { 'last-event-id': changeIds(SECRET).encode(10 ** 12) } }
+
+  t.test('GET /books/changes', async (t) => {
+    conforms(t, 'GET /books/changes', await withToken({ method: 'GET', url: '/books/changes', headers: { 'last-event-id': 'not issued' } }),
+      400, Message.InvalidInput)
+    // The feed stays open: read over a real socket
+    const server = await build(t, dbUrl)
+    await server.listen({ port: 0, host: '127.0.0.1' })
+    const feed = new FeedClient(`http://127.0.0.1:${(server.server.address() as { port: number }).port}`, token)
+    t.teardown(() => feed.close())
+    const answer = await feed.connect()
+    t.equal(answer.status, 200)
+    t.match(answer.headers['content-type'], /^text\/event-stream/, `${FEED}: documented media type`)
+    produced.add(`${FEED} `)
+  })
+
   // The book requests of each case, one per operation, on a book that exists
   const bookRequests = async (): Promise<Array<[Operation, InjectOptions]>> => {
     const { data } = (await withToken({ method: 'POST', url: '/book', payload: BOOK })).json()
@@ -319,7 +348,8 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
       ['GET /books', { method: 'GET', url: '/books' }],
       ['GET /book/{id}', { method: 'GET', url: `/book/${data.id}` }],
       ['PUT /book/{id}', { method: 'PUT', url: `/book/${data.id}`, payload: { year: 2000 } }],
-      ['DELETE /book/{id}', { method: 'DELETE', url: `/book/${data.id}` }]
+      ['DELETE /book/{id}', { method: 'DELETE', url: `/book/${data.id}` }],
+      ['GET /books/changes', feedAhead]
     ]
   }
 
@@ -339,7 +369,8 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
       ['GET /books', `GET /books HTTP/1.1\r\nAuthorization: ${token}`],
       ['GET /book/{id}', `GET /book/1 HTTP/1.1\r\nAuthorization: ${token}`],
       ['PUT /book/{id}', `PUT /book/1 HTTP/1.1\r\nAuthorization: ${token}\r\nContent-Type: application/json`, '{}'],
-      ['DELETE /book/{id}', `DELETE /book/1 HTTP/1.1\r\nAuthorization: ${token}`]
+      ['DELETE /book/{id}', `DELETE /book/1 HTTP/1.1\r\nAuthorization: ${token}`],
+      ['GET /books/changes', `GET /books/changes HTTP/1.1\r\nAuthorization: ${token}`]
     ]
     for (const [op, head, body] of requests) {
       conforms(t, op, await rawAnswer(port, head, body), 400, Message.BadRequest)
@@ -353,10 +384,12 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
     const owner = new pg.Client({ connectionString: dbUrl })
     await owner.connect()
     await owner.query('ALTER TABLE books RENAME TO books_elsewhere')
+    await owner.query('ALTER TABLE book_changes RENAME TO book_changes_elsewhere')
     for (const [op, options] of requests) {
       conforms(t, op, await withToken(options), 500, Message.InternalServerError)
     }
     await owner.query('ALTER TABLE books_elsewhere RENAME TO books')
+    await owner.query('ALTER TABLE book_changes_elsewhere RENAME TO book_changes')
     await owner.end()
 
     // The database refuses the service: every request that needs it is 503

@@ -1,8 +1,8 @@
 /**
  * A client of GET /books/changes for the tests: a real HTTP request whose body is read as the
  * WHATWG event stream format says (fields up to a blank line; comments; `retry`), with what it
- * received kept for the test to look at. It reconnects only when the test says so, with the last
- * id it received as `Last-Event-ID`, as a browser's EventSource does.
+ * received kept for the test to look at. It reconnects when the test says so, or by itself after
+ * `follow()`, with the last id it received as `Last-Event-ID`, as a browser's EventSource does.
  */
 import { request as httpRequest, type ClientRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http'
 import { waitUntil } from './wait.js'
@@ -40,6 +40,9 @@ export class FeedClient {
   lastEventId: string | undefined
   /** Connections whose response ended (the service ended it) */
   ends = 0
+  /** Connections opened by `follow()` after the first */
+  reconnections = 0
+  private following = false
   private request: ClientRequest | null = null
   private response: IncomingMessage | null = null
   private pending = ''
@@ -64,16 +67,49 @@ export class FeedClient {
         }
         response.setEncoding('utf8')
         response.on('data', (chunk: string) => this.read(chunk))
-        response.on('end', () => { this.ends++ })
-        response.on('error', () => {})
+        response.on('end', () => {
+          this.ends++
+          if (this.response === response) this.again()
+        })
+        response.on('error', () => { if (this.response === response) this.again() })
         resolve({ status: 200, headers: response.headers })
       })
       request.on('error', (err) => {
         if (this.request === request && this.response === null) reject(err)
+        if (this.request === request) this.again()
       })
       request.end()
       this.request = request
     })
+  }
+
+  /**
+   * Keeps the feed open as an EventSource does: whenever a connection ends or fails, or is
+   * answered other than 200, connects again after `retryMs` with the last id received.
+   */
+  async follow (retryMs = 200): Promise<void> {
+    this.following = true
+    this.retryMs = retryMs
+    const answer = await this.connect()
+    if (answer.status !== 200) this.again()
+  }
+
+  private retryMs = 200
+  private again () {
+    if (!this.following) return
+    this.response = null
+    this.request = null
+    setTimeout(() => {
+      if (!this.following || this.request !== null) return
+      this.reconnections++
+      this.connect().then((answer) => { if (answer.status !== 200) this.again() }, () => this.again())
+    }, this.retryMs).unref()
+  }
+
+  /** Stops following and drops the connection. */
+  stop () {
+    this.following = false
+    this.close()
   }
 
   /** Drops the connection, as a network that fails does. */

@@ -4,7 +4,9 @@
  * Idempotency-Keys and send every failed or unanswered create again with its key. While the
  * standby takes over, the service answers 503 within its 5 s bound (never 500), serves again
  * without a restart within seconds of the new primary accepting writes, and afterwards every
- * acknowledged create is stored exactly once. How long it was unavailable is reported.
+ * acknowledged create is stored exactly once. How long it was unavailable is reported. A feed of
+ * changes follows throughout, and a second one opens after the failover with the id the first had
+ * received when the primary was killed: each receives every acknowledged create exactly once.
  */
 import fs from 'node:fs'
 import pg from 'pg'
@@ -13,6 +15,7 @@ import { checkTimings, HAPROXY_POSTGRES_CONFIG } from '../../tools/topology/hapr
 import { startHaTopology } from '../../tools/topology/ha.js'
 import { testEnv } from '../helper.js'
 import { NEEDS_DIRECT_SERVER, pgClient } from '../helpers/database.js'
+import { FeedClient } from '../helpers/feed.js'
 import { checkRecovery, checkStoredExactlyOnce, startIdempotentCreates } from '../helpers/idempotent-creates.js'
 import { startService } from '../helpers/service.js'
 import { sleep, waitUntil } from '../helpers/wait.js'
@@ -51,6 +54,11 @@ t.test('the primary killed under load: 503s within the bound, served again withi
   const service = await startService(t, testEnv(ha.url('bookkeeping')))
   const token = await service.token()
 
+  const feed = new FeedClient(service.url, token)
+  t.teardown(() => feed.stop())
+  await feed.follow()
+  await feed.waitFor('the start of the feed', () => feed.retries.length > 0)
+  let idAtKill: string | undefined
   const load = startIdempotentCreates({ url: service.url, token, clients: CLIENTS, prefix: PREFIX })
   const primary = (await ha.leader())!
   const standby = ha.nodes.find((node) => node !== primary)!
@@ -65,6 +73,7 @@ t.test('the primary killed under load: 503s within the bound, served again withi
     const promoted = writable(ha.nodeUrl(standby, 'bookkeeping'), NEW_LEADER_WITHIN_MS)
     const inRotation = ha.haproxy.waitFor(ha.serverName(standby), 'UP', NEW_LEADER_WITHIN_MS)
     killedAt = performance.now()
+    idAtKill = feed.lastEventId
     await ha.kill(primary)
     const leader = await ha.waitForLeader({ not: primary, ms: NEW_LEADER_WITHIN_MS })
     t.equal(leader.node, standby, `${standby.name}, the synchronous standby, took over`)
@@ -89,4 +98,20 @@ t.test('the primary killed under load: 503s within the bound, served again withi
   t.equal(service.exit, null, 'the service kept running: no restart')
 
   await checkStoredExactlyOnce(t, await pgClient(t, ha.nodeUrl(standby, 'bookkeeping')), load, PREFIX)
+
+  // The feeds: the one that followed throughout, and one resumed after the failover from the id
+  // the first had received when the primary was killed
+  const resumed = new FeedClient(service.url, token)
+  t.teardown(() => resumed.stop())
+  t.equal((await resumed.connect(idAtKill)).status, 200, 'a feed resumes after the failover with the id received before it')
+  const created = (client: FeedClient) => client.changes().filter((change) => change.kind === 'created').map((change) => change.book.title!)
+  const acknowledged = load.acknowledged.map(({ title }) => title).sort()
+  await feed.waitFor('every acknowledged create', () => created(feed).length >= acknowledged.length, 10_000)
+  const afterKill = feed.changes().filter((change) => idAtKill === undefined || change.id > idAtKill).length
+  await resumed.waitFor('the creates since the kill', () => resumed.changes().length >= afterKill, 10_000)
+  await sleep(1000)
+  t.strictSame(created(feed).sort(), acknowledged, `the feed that followed: every acknowledged create once (${acknowledged.length}), no other`)
+  t.equal(feed.events.filter((event) => event.event === 'reset').length, 0, 'and no reset')
+  t.strictSame(resumed.changes().map((change) => change.id), feed.changes().slice(-afterKill).map((change) => change.id),
+    `the resumed feed: the ${afterKill} changes after the id, once each, as the first feed received them`)
 })

@@ -4,12 +4,16 @@
  * starts them. Keep-alive clients read, create and update through HAProxy while every instance is
  * restarted in turn (SIGTERM, its exit, a new process on its port, back in rotation), three times
  * over. Nothing is lost: no 5xx, no reset, no timeout, every answer the one expected, and every
- * create acknowledged with 201 is stored exactly once, with nothing else stored.
+ * create acknowledged with 201 is stored exactly once, with nothing else stored. A feed of changes
+ * (GET /books/changes) follows through HAProxy: each restart ends it, and it resumes on another
+ * instance with Last-Event-ID, as an EventSource does; it receives every acknowledged create and
+ * update exactly once.
  */
 import t from 'tap'
 import { startCluster } from '../../../tools/cluster.js'
 import { testEnv } from '../../helper.js'
 import { createDatabase, NEEDS_DIRECT_SERVER, pgClient } from '../../helpers/database.js'
+import { FeedClient } from '../../helpers/feed.js'
 import { EXPECTED_STATUS, startMixedLoad, summary } from '../../helpers/mixed-load.js'
 import { needsPrograms } from '../../helpers/programs.js'
 
@@ -39,6 +43,10 @@ t.test('restarting each of three instances in turn, three times over, under load
   const { rows } = await db.query<{ id: number }>(`INSERT INTO books (title, author, year)
     SELECT 'Seed ' || i, 'Seeder', 1900 + i FROM generate_series(1, $1::int) AS i RETURNING id::int`, [BOOKS])
 
+  const feed = new FeedClient(cluster.url, token)
+  t.teardown(() => feed.stop())
+  await feed.follow()
+  await feed.waitFor('the seed books\' creates', () => feed.changes().length === 0 && feed.retries.length > 0)
   const load = startMixedLoad({ url: cluster.url, token, clients: CLIENTS, ids: rows.map(({ id }) => id), prefix: 'rolling', pauseMs: PAUSE_MS })
   const windows: Array<{ from: number, to: number }> = []
   try {
@@ -78,4 +86,17 @@ t.test('restarting each of three instances in turn, three times over, under load
   t.ok(acknowledged.length > 0, `${acknowledged.length} creates acknowledged`)
   t.strictSame(acknowledged.filter((title) => copies.get(title) !== 1), [], 'every acknowledged create stored exactly once')
   t.equal(copies.size, acknowledged.length, 'no other create stored')
+
+  // Every acknowledged write in the feed once: the creates by their titles, the updates by count
+  // (each changes a seed book, and none failed)
+  const updates = outcomes.filter((outcome) => outcome.kind === 'update' && outcome.status === 200).length
+  const fed = (kind: string) => feed.changes().filter((change) => change.kind === kind)
+  await feed.waitFor('every acknowledged write', () => fed('created').length >= acknowledged.length && fed('updated').length >= updates, 10_000)
+  await new Promise((resolve) => setTimeout(resolve, 1000))
+  feed.stop()
+  t.ok(feed.ends >= ROUNDS, `the feed was ended by the restarts and resumed ${feed.reconnections} times`)
+  t.equal(new Set(feed.changes().map((change) => change.id)).size, feed.changes().length, 'no change twice')
+  t.strictSame(fed('created').map((change) => change.book.title).sort(), [...acknowledged].sort(), 'every acknowledged create in the feed, once, and no other')
+  t.equal(fed('updated').length, updates, `every acknowledged update in the feed once (${updates})`)
+  t.equal(feed.events.filter((event) => event.event === 'reset').length, 0, 'never a reset')
 })
