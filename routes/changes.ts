@@ -4,7 +4,7 @@ import { Message, failureSchemas } from '../src/envelope.js'
 import { ApiError } from '../src/errors.js'
 import { RECONNECT_MS } from '../src/changes.js'
 
-const FEED_EXAMPLE = `retry: ${RECONNECT_MS}\n\nid: 0000000000000042.8pkzA1Yp9DPCvF1kbyQMdA\nevent: updated\ndata: {"id":1,"title":"Dune","author":"Frank Herbert","year":1965}\n\n`
+const FEED_EXAMPLE = `retry: ${RECONNECT_MS}\nid: 0000000000000041.Rt3c0xGm1dZkXQ2n8pWb7A\n\nid: 0000000000000042.8pkzA1Yp9DPCvF1kbyQMdA\nevent: updated\ndata: {"id":1,"title":"Dune","author":"Frank Herbert","year":1965}\n\n`
 
 /** GET /books/changes: the feed of changes (plugins/app/changes-feed.ts; docs/api.md, Live changes). */
 const changes: FastifyPluginAsyncTypebox = async (fastify) => {

@@ -45,8 +45,12 @@ export type ChangeIds = ReturnType<typeof changeIds>
 /** How long a client waits before it reconnects, sent once at the start of each feed. */
 export const RECONNECT_MS = 2000
 
-/** The first lines of every feed: the client's reconnection delay. */
-export const FEED_START = `retry: ${RECONNECT_MS}\n\n`
+/**
+ * The first lines of every feed: the client's reconnection delay, and the id of where the feed
+ * starts. An `id` without `data` dispatches no event, but the client keeps it as its last event
+ * id: a feed that drops before its first change resumes from its start, missing nothing.
+ */
+export const feedStart = (id: string) => `retry: ${RECONNECT_MS}\nid: ${id}\n\n`
 
 /** An SSE comment, ignored by clients; keeps proxies from closing an idle feed. */
 export const KEEP_ALIVE = ': keep-alive\n\n'

@@ -22,7 +22,7 @@ import { Readable } from 'node:stream'
 import fp from 'fastify-plugin'
 import pLimit from 'p-limit'
 import { Gauge } from 'prom-client'
-import { FEED_START, KEEP_ALIVE, TOKEN_EXPIRED, changeIds, event, reset, type ChangeIds } from '../../src/changes.js'
+import { KEEP_ALIVE, TOKEN_EXPIRED, changeIds, event, feedStart, reset, type ChangeIds } from '../../src/changes.js'
 import { removeInBatches } from '../../src/db/batched-removal.js'
 import type { Change } from './books-repository.js'
 import { listingConnections } from './books-repository.js'
@@ -270,15 +270,16 @@ export default fp(async function changesFeed (fastify) {
       recentFrom = position
     }
     let start = after ?? position
-    let first = FEED_START
+    let resetting = false
     if (after !== undefined && !(after >= recentFrom && after <= position)) {
       // Not in memory: older, or sent by an instance whose reader is ahead of this one's
       const kept = await repository.changesKept()
       if (after > kept.last || (after < position && after + 1 < kept.first)) {
         start = position
-        first += reset(ids.encode(position))
+        resetting = true
       }
     }
+    const first = feedStart(ids.encode(start)) + (resetting ? reset(ids.encode(start)) : '')
     const subscription = new Subscription(start, response, () => {
       subscriptions.delete(subscription)
       live.delete(subscription)

@@ -133,12 +133,25 @@ t.test('a feed resumes after its last event: from memory, and from the log in an
     `created ${book.id} Beloved 1987`, `updated ${book.id} Jazz 1992`, `created ${book.id + 1} Sula 1973`, `deleted ${book.id}`
   ], 'each change once, in order: the missed ones, then the live one')
 
+  // A feed that drops before its first change resumes from where it started
+  const quiet = new FeedClient(first.url, first.token)
+  t.teardown(() => quiet.close())
+  t.equal((await quiet.connect()).status, 200)
+  await quiet.waitFor('the id it starts at', () => quiet.lastEventId !== undefined)
+  t.equal(quiet.events.length, 0, 'an id, and no event')
+  quiet.close()
+  await write(first, 'POST', '/book', { title: 'Paradise', author: 'Toni Morrison', year: 1997 })
+  await sleep(400)
+  t.equal((await quiet.connect()).status, 200)
+  await quiet.waitFor('the create made while it was away', () => quiet.changes().length === 1)
+  t.match(quiet.changes()[0]!.book, { title: 'Paradise' })
+
   // A new instance holds nothing in memory: it reads the log
   const second = await instance(t, dbUrl)
   const late = await feed(t, second, afterCreate)
-  await late.waitFor('the three changes after the create', () => late.changes().length === 3)
+  await late.waitFor('the changes after the create', () => late.changes().length === 4)
   await sleep(400)
-  t.strictSame(late.changes().map((c) => c.id), client.changes().slice(1).map((c) => c.id), 'the same changes, with the same ids, from another instance')
+  t.strictSame(late.changes().slice(0, 3).map((c) => c.id), client.changes().slice(1, 4).map((c) => c.id), 'the same changes, with the same ids, from another instance')
 })
 
 t.test('an id older than what the log keeps: `reset` first, then the feed goes on live', async (t) => {

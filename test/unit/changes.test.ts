@@ -4,7 +4,7 @@
  * is the event stream format's fields, its data on one line.
  */
 import t from 'tap'
-import { changeIds, event, reset } from '../../src/changes.js'
+import { changeIds, event, feedStart, reset } from '../../src/changes.js'
 
 const ids = changeIds('a secret of the tests, long enough for any key')
 
@@ -41,4 +41,5 @@ t.test('an event: id, name and one line of data, then a blank line', async (t) =
   t.equal(event('created', '{"id":1}', 'x'), 'id: x\nevent: created\ndata: {"id":1}\n\n')
   t.equal(event('token-expired', '{}'), 'event: token-expired\ndata: {}\n\n', 'no id: the client keeps its last')
   t.equal(reset('y'), 'id: y\nevent: reset\ndata: {}\n\n')
+  t.equal(feedStart('z'), 'retry: 2000\nid: z\n\n', 'the start: the retry and the id, no data (no event)')
 })
