@@ -128,6 +128,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/books/changes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow every create, update and delete as it commits (server-sent events)
+         * @description A response that stays open: one event per change, `created`, `updated` or `deleted`, with the book as stored after it (`{"id":..}` for a delete). `Last-Event-ID` resumes after that change; `reset` says the client must reload the list; `token-expired` ends the feed when the token does.
+         */
+        get: operations["followChanges"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -937,6 +957,81 @@ export interface operations {
             };
             /** @description Unsupported Media Type: Unsupported media type */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+            /** @description Internal Server Error: Internal server error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+            /** @description Service Unavailable: Service unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+        };
+    };
+    followChanges: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The id of the last event received: the feed resumes after it */
+                "last-event-id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The feed, as long as the token is valid */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description Bad Request: Invalid input, Bad request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+            /** @description Unauthorized: Authorization token required, Invalid token */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };
