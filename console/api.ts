@@ -134,6 +134,17 @@ export async function listBooks (signal: AbortSignal): Promise<ReadableStream<Ui
   return data
 }
 
+/**
+ * `GET /books/changes` after the change `lastEventId` names ('' for from now on): the feed as a
+ * stream of text (change-feed.ts), which `signal` ends.
+ */
+export async function followChanges (lastEventId: string, signal: AbortSignal): Promise<ReadableStream<Uint8Array>> {
+  const header = lastEventId === '' ? {} : { 'last-event-id': lastEventId }
+  const { data, error, response } = await booksApi.GET('/books/changes', { params: { header }, parseAs: 'stream', signal })
+  if (data == null) throw failureOf(response, error)
+  return data
+}
+
 /** The query of `GET /books` for a page: its limit, order, filters and cursor. */
 export type ListQuery = NonNullable<paths['/books']['get']['parameters']['query']>
 
