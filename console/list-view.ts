@@ -20,6 +20,7 @@
 import { ApiFailure, SignedOut, listBooks, listPage } from './api.js'
 import { BookList, type Book, type Order, type SortKey } from './book-list.js'
 import { BookTable, type RowAction } from './book-table.js'
+import type { Change } from './change-feed.js'
 import type { Column } from './column-order.js'
 import { clearProblem, showProblem } from './feedback.js'
 import { ListingParser } from './listing-parser.js'
@@ -71,6 +72,8 @@ export class ListView {
   #loaded = false
   #filterTimer = 0
   #sorting: Promise<void> = Promise.resolve()
+  /** Changes from the feed that came while the list was being read: applied once it is in */
+  #deferred: Change[] = []
 
   constructor (elements: ListElements, onAction: (action: RowAction, book: Book) => void) {
     this.#elements = elements
@@ -157,6 +160,7 @@ export class ListView {
       this.#table.show(this.#books.view)
       this.#showCount()
       performance.measure('list-loaded', 'list-start')
+      this.#applyDeferred()
     } catch (error) {
       if (controller.signal.aborted || error instanceof SignedOut) return
       this.#showCount()
@@ -168,9 +172,46 @@ export class ListView {
     }
   }
 
+  /**
+   * Reads the list again, in the order and with the filter shown, after the feed of changes
+   * missed some (change-feed.ts).
+   */
+  async reload (): Promise<void> {
+    const order = this.#order
+    if (this.#inPages) {
+      performance.clearMarks('reload-start')
+      performance.mark('reload-start')
+      this.#readPages(order, this.#elements.filter.value, 'reload', 'reload-start')
+      return
+    }
+    await this.load()
+    // Read in id order, as the service lists it: put back in the order shown before
+    this.#sorting = this.#sorting.then(async () => {
+      while (this.#order.key !== order.key || this.#order.descending !== order.descending) await this.#sortBy(order.key)
+    })
+  }
+
+  /**
+   * A change from the feed (change-feed.ts), made here or elsewhere; told again, it changes
+   * nothing more. While the list is being read it waits, so as not to be read over.
+   */
+  apply (change: Change): void {
+    if (this.#loading !== null || this.#next !== null) this.#deferred.push(change)
+    else if (change.kind === 'deleted') this.remove(change.id)
+    else if (change.kind === 'created' && this.#paged !== null) this.#paged.add(change.book)
+    else this.upsert(change.book)
+  }
+
+  #applyDeferred (): void {
+    const changes = this.#deferred
+    this.#deferred = []
+    for (const change of changes) this.apply(change)
+  }
+
   /** Nothing shown, nothing read (signed out); the filter stays, it is what the person typed. */
   clear (): void {
     this.#stop()
+    this.#deferred = []
     this.#books.clear()
     this.#table.show(this.#books.view)
   }
@@ -258,6 +299,7 @@ export class ListView {
       this.#showCount()
       // Which filter and order it is for: a measure of a list that a newer one replaces is told apart
       performance.measure(measure, { start: since, detail: { filter: list.filter, order: list.order } })
+      this.#applyDeferred()
     } else if (list === this.#paged) {
       this.#table.show(list, { shift })
       this.#showCount()

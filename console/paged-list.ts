@@ -54,6 +54,11 @@ interface Stretch {
   /** Null while dropped */
   books: Book[] | null
   reading: boolean
+  /**
+   * Books created (1) or deleted (-1) in it since it was last read, while its books were
+   * dropped: counted in `count` once each, however often the change is told
+   */
+  counted: Map<number, 1 | -1>
 }
 
 interface Walk {
@@ -163,21 +168,53 @@ export class PagedList {
     this.#events.changed(0)
   }
 
-  /** A book deleted (or found gone). */
+  /**
+   * A book created: as `upsert`, and when its place is in a stretch whose books are dropped, it
+   * is counted there, so that the count and the rows after it move before it is read.
+   */
+  add (book: Book): void {
+    const index = this.#stretchFor(book)
+    if (this.#stretches[index]?.books === null && (this.#matches === null || this.#matches(book))) this.#countOutside(index, book.id, 1)
+    else this.upsert(book)
+  }
+
+  /**
+   * A book deleted (or found gone). When it is not held, only an unfiltered list by id can say
+   * where it was, and count it out of its stretch; otherwise that shows when it is read again.
+   */
   remove (id: number): void {
-    this.#take(id)
+    if (!this.#take(id) && this.order.key === 'id' && this.#matches === null) {
+      // Only the id counts in this order
+      const index = this.#stretchFor({ id, title: '', author: '', year: 0 })
+      if (this.#stretches[index]?.books === null) {
+        this.#countOutside(index, id, -1)
+        return
+      }
+    }
     this.#events.changed(0)
   }
 
-  #take (id: number): void {
+  /** Removes book `id` from the stretch that holds it; false if none does. */
+  #take (id: number): boolean {
     for (const index of this.#held) {
       const books = this.#stretches[index]!.books!
       const found = books.findIndex((book) => book.id === id)
       if (found === -1) continue
       books.splice(found, 1)
       this.#resize(index, books.length)
-      return
+      return true
     }
+    return false
+  }
+
+  /** Book `id` counted into (1) or out of (-1) stretch `index`, whose books are dropped. */
+  #countOutside (index: number, id: number, delta: 1 | -1): void {
+    const stretch = this.#stretches[index]!
+    if (stretch.counted.get(id) === delta) return
+    stretch.counted.set(id, delta)
+    const above = this.#starts[index]! + stretch.count <= this.#first
+    this.#resize(index, stretch.count + delta)
+    this.#events.changed(above ? delta : 0)
   }
 
   #settle (): void {
@@ -220,7 +257,7 @@ export class PagedList {
       }).filter((part) => part.books.length > 0)
       if (parts.length > 0) {
         const books = mergeOnce(parts.map((part) => part.books), this.#compare)
-        this.#stretches.push({ queries: parts.map((part) => part.query), last, count: books.length, books, reading: false })
+        this.#stretches.push({ queries: parts.map((part) => part.query), last, count: books.length, books, reading: false, counted: new Map() })
         this.#starts.push(this.#known)
         this.#held.add(this.#stretches.length - 1)
         this.#known += books.length
@@ -246,6 +283,7 @@ export class PagedList {
       const above = this.#starts[index]! + stretch.count <= this.#first
       const shift = books.length - stretch.count
       stretch.books = books
+      stretch.counted.clear()
       this.#held.add(index)
       this.#resize(index, books.length)
       this.#events.changed(above ? shift : 0)
