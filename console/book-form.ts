@@ -9,9 +9,14 @@
  * field by field, what the person typed beside what is stored now; what they typed stays in the
  * form. "Apply my changes" (the Save button, renamed) sends the fields they changed onto the
  * book as it is now, with its new `ETag`; "Discard my changes" keeps the book as it is now.
+ *
+ * A change made elsewhere while the dialog is open comes through the feed of changes
+ * (change-feed.ts): the dialog says so with the values stored now, and reads the book again as
+ * it does at opening.
  */
 import { SignedOut, createBook, newIdempotencyKey, readBook, updateBook, type Answer, type Versioned } from './api.js'
 import type { Book } from './book-list.js'
+import type { Change } from './change-feed.js'
 import { parseYear, textProblem, yearProblem } from './book-rules.js'
 import { element } from './dom.js'
 import { busy, changedMeanwhile, clearProblem, gone, problemOf, showProblem } from './feedback.js'
@@ -38,6 +43,7 @@ const discardButton = element<HTMLButtonElement>('conflict-discard')
 const conflict = element('conflict')
 const conflictWhy = element('conflict-why')
 const conflictRows = element<HTMLTableElement>('conflict-values').tBodies[0]!
+const changedElsewhereNotice = element('changed-elsewhere')
 const inputs: Record<Field, HTMLInputElement> = {
   title: element('book-title'),
   author: element('book-author'),
@@ -52,6 +58,8 @@ class Edit {
   read: Promise<Versioned>
   /** Whether the dialog shows that the book changed meanwhile */
   conflicted = false
+  /** The book as the last read found it, once one has */
+  stored: Book | null = null
 
   constructor (readonly id: number, shown: Book, read: (edit: Edit) => Promise<Versioned>) {
     this.from = { title: shown.title, author: shown.author, year: shown.year }
@@ -68,8 +76,14 @@ let edit: Edit | null = null
  */
 let pendingCreate: { body: string, key: string } | null = null
 
-/** Sets the dialog up; returns how to open it, for a new book (null) or to edit one. */
-export function bookForm (host: BookFormHost): (book: Book | null) => void {
+export interface BookForm {
+  /** Opens the dialog, for a new book (null) or to edit one */
+  open: (book: Book | null) => void
+  /** A change from the feed, made here or elsewhere */
+  changed: (change: Change) => void
+}
+
+export function bookForm (host: BookFormHost): BookForm {
   for (const field of FIELDS) {
     inputs[field].addEventListener('input', () => {
       check(field)
@@ -86,6 +100,7 @@ export function bookForm (host: BookFormHost): (book: Book | null) => void {
   async function readCurrent (session: Edit): Promise<Versioned> {
     const version = await readBook(session.id)
     if (edit === session) {
+      session.stored = version.book
       host.upsert(version.book)
       if (rebase(session, version.book)) showConflict(session, version.book)
     }
@@ -103,6 +118,7 @@ export function bookForm (host: BookFormHost): (book: Book | null) => void {
     }
     hideConflict()
     clearProblem(problemOf(form))
+    changedElsewhereNotice.textContent = ''
     edit = book === null ? null : new Edit(book.id, book, readCurrent)
     const session = edit
     session?.read.catch((error) => {
@@ -181,7 +197,29 @@ export function bookForm (host: BookFormHost): (book: Book | null) => void {
     if (edit !== null) host.focusEdit(edit.id)
   })
 
-  return open
+  /**
+   * The book being edited was changed or deleted: the dialog says so, with the values stored
+   * now, and the fields not typed in take them (read again with their `ETag`, as at opening).
+   * Not while a save is under way, whose own change this may be, nor for a version already read.
+   */
+  function changed (change: Change): void {
+    const session = edit
+    const id = change.kind === 'deleted' ? change.id : change.book.id
+    if (session === null || session.id !== id || !dialog.open || form.getAttribute('aria-busy') === 'true') return
+    if (change.kind === 'deleted') {
+      changedElsewhereNotice.textContent = 'Someone else deleted this book just now.'
+      return
+    }
+    const { book } = change
+    if (session.stored !== null && FIELDS.every((field) => session.stored![field] === book[field])) return
+    changedElsewhereNotice.textContent = 'Someone else changed this book just now. Stored now: ' +
+      FIELDS.map((field) => `${LABELS[field]} “${book[field]}”`).join(', ') + '.'
+    // A failed read is tried again by Save
+    session.read = readCurrent(session)
+    session.read.catch(() => {})
+  }
+
+  return { open, changed }
 }
 
 const DISCARDED = 'Your changes were discarded: the book is as stored now.'

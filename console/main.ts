@@ -1,12 +1,14 @@
 /**
  * The console page: signing in and out, signing in again when the token expires, and the parts
- * wired together: the list (list-view.ts), the book form (book-form.ts) and the delete
- * confirmation (delete-dialog.ts). Everything goes through the public API (api.ts).
+ * wired together: the list (list-view.ts), the book form (book-form.ts), the delete
+ * confirmation (delete-dialog.ts) and the feed of changes (change-feed.ts), followed while signed
+ * in, with its state in the header. Everything goes through the public API (api.ts).
  */
 import './style.css'
 import { SignedOut, onReauthenticate, session, signIn, signOut } from './api.js'
 import type { Book } from './book-list.js'
 import { bookForm } from './book-form.js'
+import { ChangeFeed, type FeedState } from './change-feed.js'
 import { deleteDialog } from './delete-dialog.js'
 import { element } from './dom.js'
 import { busy, clearProblem, problemOf, showProblem } from './feedback.js'
@@ -21,6 +23,7 @@ const outcome = element('outcome')
 const filterInput = element<HTMLInputElement>('filter')
 const againDialog = element<HTMLDialogElement>('sign-in-again-dialog')
 const signInTitle = element('sign-in-title')
+const liveness = element('liveness')
 
 const list = new ListView({
   scroller: element('book-list'),
@@ -39,7 +42,7 @@ function changed (message: string, book: Book | null): void {
   if (book !== null) list.reveal(book)
 }
 
-const openBookForm = bookForm({
+const { open: openBookForm, changed: bookChanged } = bookForm({
   upsert: (book) => list.upsert(book),
   remove: (id) => list.remove(id),
   focusEdit: (id) => list.focusRow(id, 'edit'),
@@ -51,6 +54,20 @@ const openDeleteDialog = deleteDialog({
   remove: (id) => list.remove(id),
   focusDelete: (id) => list.focusRow(id, 'delete'),
   done: (message) => changed(message, null)
+})
+
+const LIVENESS: Record<FeedState, string> = { connecting: 'Connecting…', live: 'Live', reconnecting: 'Reconnecting…' }
+
+const feed = new ChangeFeed({
+  change: (change) => {
+    list.apply(change)
+    bookChanged(change)
+  },
+  reload: () => { list.reload().catch(console.error) },
+  state: (state) => {
+    liveness.textContent = LIVENESS[state]
+    liveness.dataset.state = state
+  }
 })
 
 element('add').addEventListener('click', () => openBookForm(null))
@@ -98,6 +115,7 @@ function leave (): void {
     endRenewal()
     reject(new SignedOut())
   }
+  feed.stop()
   list.clear()
   for (const dialog of document.querySelectorAll('dialog')) dialog.close()
   clearProblem(notice)
@@ -105,6 +123,7 @@ function leave (): void {
   filterInput.value = ''
   signedInView.hidden = true
   signOutButton.hidden = true
+  liveness.hidden = true
   signedOutView.hidden = false
   element<HTMLInputElement>('sign-in-username').focus()
 }
@@ -113,8 +132,10 @@ function showSignedIn (): void {
   signedOutView.hidden = true
   signedInView.hidden = false
   signOutButton.hidden = false
+  liveness.hidden = false
   filterInput.focus()
-  list.load().catch(console.error)
+  // The list is read once the feed has answered (change-feed.ts)
+  feed.start()
 }
 
 /** The token was refused (it expired): ask to sign in again, on top of whatever is open. */
