@@ -11,7 +11,7 @@
  *   (api.ts), and then resumes.
  * - The list is read again (`reload`) whenever the feed cannot say what it missed: `reset`, a
  *   `Last-Event-ID` refused (400), and a connection opened with no id to resume from (the first
- *   one, or one after a connection that brought no event: the start of a feed carries no id).
+ *   one: every feed starts with the id of where it starts, kept as the last event id).
  *   The first list is read once the feed has answered, so that a change saved while the list is
  *   read comes through the feed; without an answer within `LIST_WITHOUT_FEED_MS`, or when the
  *   feed fails, the list is read all the same (and again when the feed opens).
