@@ -1,10 +1,11 @@
 'use strict'
 /**
  * What the benchmarks share (tools/bench/run.cjs, topology.cjs, stream.cjs, load.cjs,
- * embedded-start.cjs, list.cjs, console.cjs): the service, its database, its clients, the kept
- * databases of many books, reading a process's memory, the median of runs, and undoing what a
- * run started.
+ * embedded-start.cjs, list.cjs, console.cjs): the service, its database, its
+ * clients, the kept databases of many books, reading a process's memory and CPU time, the median
+ * of runs, and undoing what a run started.
  */
+const { spawnSync } = require('node:child_process')
 const { randomBytes } = require('node:crypto')
 const fs = require('node:fs')
 const http = require('node:http')
@@ -258,6 +259,19 @@ function readMemory (pid) {
   }
 }
 
+const clockTicks = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100
+
+/** User plus system CPU time of `pid` in seconds, or null when the process is gone. */
+function cpuSeconds (pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) / clockTicks
+  } catch {
+    return null
+  }
+}
+
 function median (values) {
   const sorted = [...values].sort((a, b) => a - b)
   const middle = Math.floor(sorted.length / 2)
@@ -274,6 +288,7 @@ function markdownTable (header, body, textColumns = 1) {
 module.exports = {
   markdownTable,
   readMemory,
+  cpuSeconds,
   median,
   ROOT,
   ADMIN_URL,

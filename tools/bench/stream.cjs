@@ -21,14 +21,14 @@
  */
 const { spawn, spawnSync } = require('node:child_process')
 const { randomBytes } = require('node:crypto')
-const { readFileSync, writeFileSync } = require('node:fs')
+const { writeFileSync } = require('node:fs')
 const http = require('node:http')
 const net = require('node:net')
 const { join } = require('node:path')
 const readline = require('node:readline')
 const { setTimeout: sleep } = require('node:timers/promises')
 const {
-  ROOT, connect, admin, databaseUrl, freePort, serviceCommand, stopChild, request, issueToken, readMemory
+  ROOT, connect, admin, databaseUrl, freePort, serviceCommand, stopChild, request, issueToken, readMemory, cpuSeconds
 } = require('./common.cjs')
 
 const SIZES = parseSizes(process.env.SIZES ?? '1000000')
@@ -65,19 +65,6 @@ function parseSizes (text) {
   }
   // Ascending, so each size only adds rows to the table
   return [...new Set(sizes.map(Number))].sort((a, b) => a - b)
-}
-
-const clockTicks = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100
-
-/** User plus system CPU time of `pid` in seconds, or null when the process is gone. */
-function cpuSeconds (pid) {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return (Number(fields[11]) + Number(fields[12])) / clockTicks
-  } catch {
-    return null
-  }
 }
 
 /**
