@@ -174,6 +174,15 @@ t.test('batched statements', async (t) => {
     t.ok(statements < listed.length, `${listed.length} listings in ${statements} statements`)
   })
 
+  t.test('the change log is read in position order, past a power of ten', async (t) => {
+    // Positions are sent as text (they may pass 2^31): ordered as text, 10 came before 2
+    await Promise.all(Array.from({ length: 12 }, (_, i) => request({ method: 'POST', url: '/book', payload: { title: `Change ${i}`, author: 'A', year: 1 } })))
+    await app.booksRepository.placeChanges(0, 1000)
+    const positions = (await app.booksRepository.changesAfter(0, 1000)).map((change) => change.position)
+    t.ok(positions.length >= 12, `${positions.length} changes placed`)
+    t.strictSame(positions, Array.from({ length: positions.length }, (_, i) => i + 1))
+  })
+
   t.test('a listing that starts after a create sees it', async (t) => {
     const created = await request({ method: 'POST', url: '/book', payload: { title: 'Last', author: 'A', year: 1 } })
     const { body } = await request({ method: 'GET', url: '/books' })
