@@ -1,7 +1,7 @@
 'use strict'
 /**
  * What the benchmarks share (tools/bench/run.cjs, topology.cjs, stream.cjs, load.cjs,
- * embedded-start.cjs, list.cjs, console.cjs): the service, its database, its
+ * embedded-start.cjs, list.cjs, console.cjs, changes.cjs): the service, its database, its
  * clients, the kept databases of many books, reading a process's memory and CPU time, the median
  * of runs, and undoing what a run started.
  */
