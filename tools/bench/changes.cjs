@@ -64,6 +64,8 @@ const IDLE_SECONDS = setting('BENCH_CHANGES_IDLE_SECONDS', 12)
 const LOAD_SECONDS = setting('BENCH_CHANGES_LOAD_SECONDS', 10)
 const ROUNDS = setting('BENCH_CHANGES_ROUNDS', 3)
 const LOG_CHANGES = setting('BENCH_CHANGES_LOG', 20_000)
+/** The alone instance's bound per client address: every feed of step 2 comes from 127.0.0.1. */
+const PER_ADDRESS = SUBSCRIBERS + 1000
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL ?? 'warn'
 /** The issue's bounds. */
 const DELAY_BOUND_MS = 1000
@@ -430,8 +432,7 @@ async function startService (bench, dbUrl, log) {
     SECRET_TOKEN: randomBytes(36).toString('base64url'),
     PORT: String(port),
     LOG_LEVEL,
-    // Every feed of this run comes from 127.0.0.1
-    MAX_CONNECTIONS_PER_ADDRESS: String(SUBSCRIBERS + 1000)
+    MAX_CONNECTIONS_PER_ADDRESS: String(PER_ADDRESS)
   })
   const service = bench.track(spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] }))
   service.stdout.on('data', (chunk) => log.write(`alone: ${chunk}`))
@@ -453,7 +454,8 @@ async function startService (bench, dbUrl, log) {
 async function measureSubscribers (bench, port, pid, dbName) {
   const serviceFiles = openFileLimit(pid)
   const benchFiles = openFileLimit('self')
-  const filesLine = `open files: the service's limit ${serviceFiles}, this bench's ${benchFiles}, for ${SUBSCRIBERS} feeds (each a descriptor at each end)`
+  const filesLine = `open files: the service's limit ${serviceFiles}, this bench's ${benchFiles}, for ${SUBSCRIBERS} feeds (each a descriptor at each end); ` +
+    `the service's MAX_CONNECTIONS_PER_ADDRESS ${PER_ADDRESS}`
   if (serviceFiles < SUBSCRIBERS + 300 || benchFiles < SUBSCRIBERS + 300) throw new Error(`${filesLine}: too few; raise \`ulimit -n\``)
   const token = await issueToken(port)
   const ids = (await admin((client) => client.query('SELECT id FROM books ORDER BY id LIMIT 100'), databaseUrl(dbName))).rows.map((row) => row.id)
