@@ -175,7 +175,7 @@ t.test('batched statements', async (t) => {
   })
 
   t.test('the change log is read in position order, past a power of ten', async (t) => {
-    // Positions are sent as text (they may pass 2^31): ordered as text, 10 came before 2
+    // Read as the text of the positions, 10 came before 2
     await Promise.all(Array.from({ length: 12 }, (_, i) => request({ method: 'POST', url: '/book', payload: { title: `Change ${i}`, author: 'A', year: 1 } })))
     await app.booksRepository.placeChanges(0, 1000)
     const positions = (await app.booksRepository.changesAfter(0, 1000)).map((change) => change.position)
