@@ -32,7 +32,7 @@
  * data directory's lock already keeps a second instance away (src/db/data-dir-lock.ts).
  */
 import pg from 'pg'
-import { distribution, migrations, type Migration } from './migrations.js'
+import { distribution, migrations, onCoordinator, type Migration } from './migrations.js'
 import { BEGIN_BOUNDED, CONNECT_TIMEOUT_MS } from './time-bounds.js'
 
 /** Arbitrary but fixed: every instance of the service must take the same lock. */
@@ -56,6 +56,12 @@ const DISTRIBUTE = `SELECT create_distributed_table(t.name, t.column_name),
                     FROM unnest($1::text[], $2::text[]) AS t(name, column_name)
                     WHERE to_regclass(t.name) IS NOT NULL
                       AND NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = t.name::regclass)`
+// The local tables Citus is told of (src/db/migrations.ts `onCoordinator`); it needs the
+// coordinator in its metadata (citus_set_coordinator_host, docs/deployment.md)
+const KEEP_ON_COORDINATOR = `SELECT citus_add_local_table_to_metadata(t.name)
+                             FROM unnest($1::text[]) AS t(name)
+                             WHERE to_regclass(t.name) IS NOT NULL
+                               AND NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = t.name::regclass)`
 // PGlite says so in its version: "PostgreSQL 18.6 (PGlite 0.5.14) on wasm32-unknown-emscripten, ..."
 const PGLITE = "SELECT version() LIKE '%(PGlite %' AS pglite"
 /** The table that records the steps applied, and how a step is recorded (tests make tables as a migration cut short leaves them). */
@@ -137,10 +143,12 @@ export async function migrate (
     }
   }
 
-  /** On Citus, distributes the tables that exist and are not yet distributed. */
+  /** On Citus, distributes the tables that exist and are not yet distributed, and tells it of those it keeps on the coordinator. */
   async function distribute (work: pg.Client) {
     const { rowCount } = await work.query(DISTRIBUTE, [distribution.map((d) => d.table), distribution.map((d) => d.column)])
     if (rowCount !== 0) log.info({ tables: rowCount }, 'distributed tables over the Citus workers')
+    const { rowCount: kept } = await work.query(KEEP_ON_COORDINATOR, [onCoordinator])
+    if (kept !== 0) log.info({ tables: kept }, 'added tables of the coordinator to Citus\'s metadata')
   }
 
   async function apply (work: pg.Client, { version, name, sql, alone, index }: Migration, citus: boolean) {

@@ -102,7 +102,7 @@ export const migrations: readonly Migration[] = [
     // to the changes that have committed (plugins/app/books-repository.ts, STAMP_CHANGES): seq
     // alone cannot be read in order, since a transaction that drew 99 may commit after the one
     // that drew 100. `book` is the JSON the feed sends. Not distributed on Citus: one table on
-    // the coordinator, whose snapshots are the ones the positions are given in
+    // the coordinator, whose snapshots are the ones the positions are given in (`onCoordinator`)
     sql: `CREATE TABLE book_changes (
       seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
       position bigint UNIQUE,
@@ -124,3 +124,13 @@ export const distribution: ReadonlyArray<{ table: string, column: string }> = [
   { table: 'books', column: 'id' },
   { table: 'idempotency_keys', column: 'key' }
 ]
+
+/**
+ * On Citus, the tables kept on the coordinator alone that the service writes in the same
+ * transactions as distributed ones: added to Citus's metadata as local tables, so that such a
+ * transaction commits on the coordinator and the workers together (two-phase commit). A table
+ * Citus does not know commits on its own after the workers have: a crash between the two would
+ * keep a book's change and lose its row here. `book_changes` (version 15) must be in the same
+ * transaction as each write, and stays on one node for the order of the feed.
+ */
+export const onCoordinator: readonly string[] = ['book_changes']
