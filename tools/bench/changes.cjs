@@ -43,27 +43,19 @@ const path = require('node:path')
 const { setTimeout: sleep } = require('node:timers/promises')
 const autocannon = require('autocannon')
 const {
-  USERNAME, PASSWORD, admin, cpuSeconds, databaseUrl, freePort, issueToken, markdownTable, median, readMemory, request, runBenchmark,
-  serviceCommand
+  USERNAME, PASSWORD, admin, cpuSeconds, databaseUrl, freePort, issueToken, markdownTable, median, positive, readMemory, request,
+  runBenchmark, serviceCommand
 } = require('./common.cjs')
 const { describe } = require('./load.cjs')
 
-function setting (name, fallback) {
-  const raw = process.env[name]
-  if (raw === undefined || raw === '') return fallback
-  const value = Number(raw)
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer, got ${raw}`)
-  return value
-}
-
-const RATE = setting('BENCH_CHANGES_RATE', 50)
-const SECONDS = setting('BENCH_CHANGES_SECONDS', 20)
-const BURST = setting('BENCH_CHANGES_BURST', 500)
-const SUBSCRIBERS = setting('BENCH_CHANGES_SUBSCRIBERS', 1000)
-const IDLE_SECONDS = setting('BENCH_CHANGES_IDLE_SECONDS', 12)
-const LOAD_SECONDS = setting('BENCH_CHANGES_LOAD_SECONDS', 10)
-const ROUNDS = setting('BENCH_CHANGES_ROUNDS', 3)
-const LOG_CHANGES = setting('BENCH_CHANGES_LOG', 20_000)
+const RATE = positive('BENCH_CHANGES_RATE', 50)
+const SECONDS = positive('BENCH_CHANGES_SECONDS', 20)
+const BURST = positive('BENCH_CHANGES_BURST', 500)
+const SUBSCRIBERS = positive('BENCH_CHANGES_SUBSCRIBERS', 1000)
+const IDLE_SECONDS = positive('BENCH_CHANGES_IDLE_SECONDS', 12)
+const LOAD_SECONDS = positive('BENCH_CHANGES_LOAD_SECONDS', 10)
+const ROUNDS = positive('BENCH_CHANGES_ROUNDS', 3)
+const LOG_CHANGES = positive('BENCH_CHANGES_LOG', 20_000)
 /** The alone instance's bound per client address: every feed of step 2 comes from 127.0.0.1. */
 const PER_ADDRESS = SUBSCRIBERS + 1000
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL ?? 'warn'

@@ -272,6 +272,15 @@ function cpuSeconds (pid) {
   }
 }
 
+/** A positive integer from the environment variable `name`, or `fallback` when it is not set. */
+function positive (name, fallback) {
+  const raw = process.env[name]
+  if (raw === undefined || raw === '') return fallback
+  const value = Number(raw)
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer, got ${raw}`)
+  return value
+}
+
 function median (values) {
   const sorted = [...values].sort((a, b) => a - b)
   const middle = Math.floor(sorted.length / 2)
@@ -286,6 +295,7 @@ function markdownTable (header, body, textColumns = 1) {
 }
 
 module.exports = {
+  positive,
   markdownTable,
   readMemory,
   cpuSeconds,

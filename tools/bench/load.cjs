@@ -8,15 +8,7 @@ const { execFileSync, spawn, spawnSync } = require('node:child_process')
 const { randomUUID } = require('node:crypto')
 const fs = require('node:fs')
 const path = require('node:path')
-const { ROOT, USERNAME, PASSWORD, admin, median } = require('./common.cjs')
-
-function positive (name, fallback) {
-  const raw = process.env[name]
-  if (raw === undefined || raw === '') return fallback
-  const value = Number(raw)
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer, got ${raw}`)
-  return value
-}
+const { ROOT, USERNAME, PASSWORD, admin, median, positive } = require('./common.cjs')
 
 const SECONDS = positive('BENCH_SECONDS', 5)
 const ROUNDS = positive('ROUNDS', 3)
