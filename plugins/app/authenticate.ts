@@ -1,6 +1,7 @@
 /**
  * Adds `fastify.authenticate`, the `onRequest` hook of the protected routes (routes/books.ts adds
- * it to its own): it runs before the body is read and never touches the database. The token is
+ * it to its own), and `request.tokenExpiresAt`, when the token it accepted expires (a feed of
+ * changes ends then): it runs before the body is read and never touches the database. The token is
  * the bare `Authorization` value; `Bearer <token>` is not a token and fails verification.
  * fast-jwt raises many error kinds, several of which @fastify/jwt would turn into a 500: every
  * one of them is simply `Invalid token` here. Two Authorization fields are `Invalid token` too: a

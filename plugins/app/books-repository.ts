@@ -596,7 +596,7 @@ export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunc
      * oldest first), then answers up to `limit` changes after `position` and the last position
      * given, placed by this instance or another.
      */
-    async placeChanges (position: number, limit: number): Promise<{ changes: Change[], last: number }> {
+    async readChanges (position: number, limit: number): Promise<{ changes: Change[], last: number }> {
       const [, , { rows }, { rows: [kept] }] = await boundedTransaction<[never, never, ChangeRow, KeptRow]>(pg.pool, [
         { text: PLACE_CHANGES_LOCK },
         { text: PLACE_CHANGES, values: [limit] },
@@ -604,6 +604,12 @@ export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunc
         { text: CHANGES_KEPT }
       ])
       return { changes: rows.map(toChange), last: Number(kept!.last ?? 0) }
+    },
+
+    /** Gives up to `limit` committed changes not yet placed in the feed their positions; answers how many. */
+    async placeChanges (limit: number): Promise<number> {
+      const [, { rowCount }] = await boundedTransaction<[never, never]>(pg.pool, [{ text: PLACE_CHANGES_LOCK }, { text: PLACE_CHANGES, values: [limit] }])
+      return rowCount ?? 0
     },
 
     changesAfter,

@@ -2,20 +2,21 @@
  * Adds `fastify.changesFeed`, the feed of changes that GET /books/changes sends (routes/changes.ts;
  * docs/api.md, Live changes), and the hooks that run it:
  *
- * - one reader per instance: every POLL_MS it places the committed changes in the feed's order
- *   (plugins/app/books-repository.ts, `placeChanges`) and reads those after the last it has sent,
- *   then hands them to every subscriber of this process. The database work does not grow with
- *   the subscribers. Polling, not LISTEN: a pooler in transaction mode (PgBouncer) delivers no
- *   notifications;
+ * - one reader per instance, while it has feeds open: every POLL_MS it places the committed
+ *   changes in the feed's order (plugins/app/books-repository.ts, `readChanges`) and reads those
+ *   after the last it has sent, then hands them to every subscriber of this process. The
+ *   database work does not grow with the subscribers, and an instance without any does none.
+ *   Polling, not LISTEN: a pooler in transaction mode (PgBouncer) delivers no notifications;
  * - the last RECENT_CHANGES changes in memory, so that a client that reconnects (after a dropped
  *   connection, or a restart of another instance) resumes without a query; one further behind
  *   catches up from the log, a page at a time as it reads them;
  * - a subscriber that takes none of what it was sent beyond MAX_PENDING_BYTES gets `reset` and
  *   its response ends; a token that expires ends its feed with `token-expired`;
  * - a keep-alive comment every KEEP_ALIVE_MS on every feed;
- * - at close (`preClose`), every feed ends, so its client resumes on another instance;
- * - the log pruned in batches (src/db/batched-removal.ts): what it keeps is CHANGES_KEPT_HOURS
- *   and CHANGES_KEPT_COUNT.
+ * - at close (a `preClose` hook), every feed ends, so its client resumes on another instance;
+ *   an `onClose` hook stops the reader;
+ * - the log pruned in batches (src/db/batched-removal.ts), its changes placed first (no reader
+ *   may have placed them): what it keeps is CHANGES_KEPT_HOURS and CHANGES_KEPT_COUNT.
  */
 import type { ServerResponse } from 'node:http'
 import { Readable } from 'node:stream'
@@ -40,6 +41,8 @@ const POLL_RETRY_MS = 1000
  * during a burst.
  */
 const POLL_BATCH = 1000
+/** Changes placed per transaction where no feed reads them (before each prune). */
+const PLACE_BATCH = 10_000
 /** Changes kept in memory for feeds that resume: about 1.5 MB at 150 bytes each. */
 export const RECENT_CHANGES = 10_000
 /** Changes per page of a feed that catches up. */
@@ -200,7 +203,7 @@ export default fp(async function changesFeed (fastify) {
       position = (await repository.changesKept()).last
       recentFrom = position
     }
-    const { changes, last } = await repository.placeChanges(position, POLL_BATCH)
+    const { changes, last } = await repository.readChanges(position, POLL_BATCH)
     if (last < position) {
       startOver(last, 'the change log ends before the last change this instance sent (a database restored, or a failover that lost commits): every feed is reset')
       return 0
@@ -214,11 +217,35 @@ export default fp(async function changesFeed (fastify) {
     return changes.length
   }
 
+  // The reader runs while the instance has feeds: an instance that has none does no work for them
   let timer: NodeJS.Timeout | undefined
   let polling: Promise<void> = Promise.resolve()
-  let stopped = false
+  let reading: Promise<void> | null = null
+  let starting: Promise<void> | null = null
   let failing = false
+
+  /** Starts the reader, where the log ends now, unless it runs; rejects when the database cannot say. */
+  async function startReading (): Promise<void> {
+    if (reading !== null) return
+    starting ??= (async () => {
+      position = null
+      recent = []
+      await poll()
+      reading = polling = Promise.resolve()
+      timer = setTimeout(() => { polling = pollOnce() }, POLL_MS).unref()
+    })().finally(() => { starting = null })
+    await starting
+  }
+
+  function stopReading () {
+    clearTimeout(timer)
+    reading = null
+    position = null
+    recent = []
+  }
+
   async function pollOnce () {
+    if (subscriptions.size === 0 || closing) return stopReading()
     let delay = POLL_MS
     try {
       if (await poll() === POLL_BATCH && ![...live].some((subscription) => subscription.pending() > MAX_PENDING_BYTES)) delay = 0
@@ -229,9 +256,8 @@ export default fp(async function changesFeed (fastify) {
       failing = true
       delay = POLL_RETRY_MS
     }
-    if (stopped) return
-    timer = setTimeout(() => { polling = pollOnce() }, delay)
-    timer.unref()
+    if (reading === null) return
+    timer = setTimeout(() => { polling = pollOnce() }, delay).unref()
   }
 
   /** Sends `subscription` what it is behind, from memory or a page at a time from the log, then makes it live. */
@@ -265,10 +291,8 @@ export default fp(async function changesFeed (fastify) {
   }
 
   async function open (after: number | undefined, expiresAt: number, response: ServerResponse): Promise<Readable> {
-    if (position === null) {
-      position = (await repository.changesKept()).last
-      recentFrom = position
-    }
+    await startReading()
+    if (position === null) throw new Error('the feed\'s reader stopped as a feed opened')
     let start = after ?? position
     let resetting = false
     if (after !== undefined && !(after >= recentFrom && after <= position)) {
@@ -300,19 +324,22 @@ export default fp(async function changesFeed (fastify) {
     for (const subscription of subscriptions) subscription.send(KEEP_ALIVE)
   }, KEEP_ALIVE_MS).unref()
 
-  fastify.addHook('onReady', async () => { await (polling = pollOnce()) })
   // Every feed ends as the instance closes, so that its client resumes on another one
   fastify.addHook('preClose', async () => {
     closing = true
     for (const subscription of subscriptions) subscription.end()
   })
   fastify.addHook('onClose', async () => {
-    stopped = true
-    clearTimeout(timer)
+    stopReading()
     clearInterval(keepAlive)
     await polling
   })
 
   const keepSeconds = CHANGES_KEPT_HOURS * 3600
-  removeInBatches(fastify, 'changes past the feed\'s retention', (limit) => repository.pruneChanges(keepSeconds, CHANGES_KEPT_COUNT, limit))
+  removeInBatches(fastify, 'changes past the feed\'s retention', async (limit) => {
+    // Placed first: while no instance has a feed open, no reader places the changes, and what
+    // is kept is counted in positions
+    while (await repository.placeChanges(PLACE_BATCH) === PLACE_BATCH);
+    return repository.pruneChanges(keepSeconds, CHANGES_KEPT_COUNT, limit)
+  })
 }, { name: 'changes-feed', dependencies: ['books-repository', 'metrics', 'env'] })

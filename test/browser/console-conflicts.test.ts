@@ -3,13 +3,15 @@
  * Edit and Delete name the version they read (`If-Match` with its `ETag`), the service answers
  * 412, and the console says the book changed meanwhile, shows what was typed beside what is
  * stored now, and lets the person apply their change to the book as it is now or drop it,
- * without losing what they typed. The other person is the test, through the API.
+ * without losing what they typed. The other person is the test, through the API. The console is
+ * kept from following the feed of changes here, which would bring the change before the save
+ * (console-live.test.ts): the 412 is what guards until it does.
  */
 import type { Locator, Page } from 'playwright-core'
 import t from 'tap'
 import { testEnv } from '../helper.js'
 import {
-  bookRow, deleteDialog, expectQuiet, launchBrowser, openPage, recordRequests, seriousAccessibilityViolations, settle, shownBook, signedIn
+  bookRow, deleteDialog, expectQuiet, launchBrowser, notLive, openPage, recordRequests, seriousAccessibilityViolations, settle, shownBook, signedIn
 } from '../helpers/browser.js'
 import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import type { Book, BookCreate, BookPatch } from '../../src/schemas/book.js'
@@ -59,6 +61,7 @@ t.test('a book changed by someone else while it is open', { skip: STORE_INDEPEND
     const watched = await openPage(t, browser)
     const { page } = watched
     const puts = await recordRequests(page, 'PUT', /^\/book\//)
+    await notLive(page)
     await signedIn(page, service.url)
     const { dialog, etag } = await openEdit(page, book)
     const typed = 'Kindred (first edition)'
@@ -104,6 +107,7 @@ t.test('a book changed by someone else while it is open', { skip: STORE_INDEPEND
     const watched = await openPage(t, browser)
     const { page } = watched
     const puts = await recordRequests(page, 'PUT', /^\/book\//)
+    await notLive(page)
     await signedIn(page, service.url)
     const { dialog } = await openEdit(page, book)
     await dialog.getByLabel('Year', { exact: true }).fill('1970')
@@ -136,6 +140,7 @@ t.test('a book changed by someone else while it is open', { skip: STORE_INDEPEND
     const watched = await openPage(t, browser)
     const { page } = watched
     const deletes = await recordRequests(page, 'DELETE', /^\/book\//)
+    await notLive(page)
     await signedIn(page, service.url)
     const [read] = await Promise.all([
       nextResponse(page, 'GET', /^\/book\/\d+$/),

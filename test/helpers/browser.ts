@@ -331,3 +331,12 @@ export async function shownBook (page: Page, id: number): Promise<string[] | und
 export function storedToken (page: Page): Promise<string | null> {
   return page.evaluate((key) => sessionStorage.getItem(key), TOKEN_KEY)
 }
+
+/**
+ * Keeps the console from following the feed of changes (its request refused): it is then not
+ * live, as in the moment before the feed brings a change, so what guards against changes made
+ * elsewhere is the service's answer (a 404, an If-Match refused with 412).
+ */
+export function notLive (page: Page): Promise<void> {
+  return page.route('**/books/changes', (route) => route.abort())
+}

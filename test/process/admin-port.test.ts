@@ -93,7 +93,7 @@ t.test('ADMIN_PORT=0: the operations endpoints on the admin port only, everythin
     t.strictSame({ status: unknown.status, body: unknown.json() }, { status: 404, body: ROUTE_NOT_FOUND }, 'an unknown path')
     const auth = `Authorization: ${token}\r\n`
     for (const [method, path, headers] of [
-      ['GET', '/books', auth], ['GET', '/book/1', auth], ['POST', '/books', auth], ['DELETE', '/book/1', auth],
+      ['GET', '/books', auth], ['GET', '/book/1', auth], ['POST', '/books', auth], ['DELETE', '/book/1', auth], ['GET', '/books/changes', auth],
       ['POST', '/token', ''], ['GET', '/openapi.json', ''], ['GET', '/docs', ''], ['GET', '/docs/static/index.css', '']
     ] as const) {
       const answer = await get(admin.port, path, { method, headers })
@@ -102,7 +102,7 @@ t.test('ADMIN_PORT=0: the operations endpoints on the admin port only, everythin
     t.equal((await get(service.port, '/books', { headers: auth })).status, 200, 'GET /books on the public port')
     t.equal((await get(service.port, '/docs')).status, 200, '/docs on the public port')
     const document = (await get(service.port, '/openapi.json')).json()
-    t.strictSame(Object.keys(document.paths).sort(), ['/book', '/book/{id}', '/books', '/token'],
+    t.strictSame(Object.keys(document.paths).sort(), ['/book', '/book/{id}', '/books', '/books/changes', '/token'],
       'the public OpenAPI document lists no route the public port does not answer')
   })
 
