@@ -337,6 +337,6 @@ export function storedToken (page: Page): Promise<string | null> {
  * live, as in the moment before the feed brings a change, so what guards against changes made
  * elsewhere is the service's answer (a 404, an If-Match refused with 412).
  */
-export function notLive (page: Page): Promise<void> {
-  return page.route('**/books/changes', (route) => route.abort())
+export async function notLive (page: Page): Promise<void> {
+  await page.route('**/books/changes', (route) => route.abort())
 }
