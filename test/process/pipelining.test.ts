@@ -90,8 +90,10 @@ t.test('requests after an answer that closes the connection never reach the app'
 
 t.test('connections that pipeline listings and read nothing hold little memory; SIGTERM closes at once', { skip: NEEDS_SERVER }, async (t) => {
   const connectionCount = 8
-  // Long enough that the first listing on each connection fills the kernel's buffers and stalls
-  const { dbUrl, service, token, db } = await serviceWithBooks(t, 30_000)
+  // Long enough that the first listing on each connection fills the kernel's buffers and stalls:
+  // about 11 MB, beyond a socket's 4 MB of send buffer and its peer's receive buffer (30,000
+  // books, 1.1 MB, fitted in them on a machine whose tcp_rmem allows 32 MB, and the listing ended)
+  const { dbUrl, service, token, db } = await serviceWithBooks(t, 300_000)
   const pid = service.serverPid
   // Warm-up, so that the baseline holds what the first listings allocate for good
   await service.request('GET', '/books', { token, ms: 30_000 })
