@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
 import { KEEP_ALIVE_MS, MAX_PENDING_BYTES, POLL_MS } from '../../plugins/app/changes-feed.js'
 import { RECONNECT_MS, changeIds } from '../../src/changes.js'
-import { build, call, getToken } from '../helper.js'
+import { SECRET, build, call, getToken } from '../helper.js'
 import { NEEDS_SERVER, createDatabase, pgClient } from '../helpers/database.js'
 import { FeedClient, type BookChange } from '../helpers/feed.js'
 import { mint, nowSeconds } from '../helpers/tokens.js'
@@ -174,6 +174,10 @@ t.test('an id older than what the log keeps: `reset` first, then the feed goes o
   await write(service, 'POST', '/book', { title: 'Book 2004', author: 'A', year: 2004 })
   await behind.waitFor('the live create', () => behind.changes().length === 1)
   t.match(behind.changes()[0]!.book, { title: 'Book 2004' })
+  // An id beyond the log's last change (a database restored from an older backup): reset too
+  const restored = await feed(t, await instance(t, dbUrl), changeIds(SECRET).encode(1_000_000))
+  await restored.waitFor('reset', () => restored.events.length === 1)
+  t.match(restored.events[0], { event: 'reset', data: '{}' }, 'an id beyond the log: `reset`')
   // The change right before the first kept still resumes: nothing after it is gone
   const fine = await feed(t, await instance(t, dbUrl), newest)
   await fine.waitFor('the live create', () => fine.changes().length === 1)
@@ -314,4 +318,16 @@ t.test('feeds count against the connection bounds', async (t) => {
   t.teardown(() => third.close())
   const answer = await third.connect()
   t.equal(answer.status, 429, 'a third feed from the address is over MAX_CONNECTIONS_PER_ADDRESS')
+})
+
+t.test('with no feed open anywhere, the changes are placed as the log is pruned, so that what it keeps counts them', { skip: NEEDS_SERVER }, async (t) => {
+  const dbUrl = await createDatabase(t)
+  const writer = await instance(t, dbUrl)
+  const db = await pgClient(t, dbUrl)
+  for (const year of [1, 2, 3]) await write(writer, 'POST', '/book', { title: `Unfollowed ${year}`, author: 'A', year })
+  const unplaced = 'SELECT count(*)::int AS n FROM book_changes WHERE position IS NULL'
+  t.equal((await db.query<{ n: number }>(unplaced)).rows[0]!.n, 3, 'no reader placed them: no feed is open')
+  // An instance's start runs a round of the prune
+  await instance(t, dbUrl)
+  t.equal((await db.query<{ n: number }>(unplaced)).rows[0]!.n, 0, 'the prune placed them')
 })
