@@ -109,9 +109,9 @@ t.test('listings whose clients leave while their pages queue send no more querie
   // The queries in flight are cancelled, as a time bound would, so that every session of the
   // service is idle: PostgreSQL counts a session's transactions when it flushes its statistics,
   // which an idle session does within 10 s (PGSTAT_IDLE_INTERVAL) and a waiting one never
-  const { rows: [{ cancelled }] } = await db.query<{ cancelled: number }>(
+  const { cancelled } = (await db.query<{ cancelled: number }>(
     `SELECT count(pg_cancel_backend(pid))::int AS cancelled FROM pg_stat_activity
-      WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+      WHERE datname = current_database() AND wait_event_type = 'Lock'`)).rows[0]!
   t.ok(cancelled >= 1, `${cancelled} page queries were in flight, waiting on the lock`)
   await sleep(11_000)
   const before = await commits()
