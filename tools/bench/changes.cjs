@@ -43,7 +43,7 @@ const path = require('node:path')
 const { setTimeout: sleep } = require('node:timers/promises')
 const autocannon = require('autocannon')
 const {
-  USERNAME, PASSWORD, admin, cpuSeconds, databaseUrl, freePort, issueToken, markdownTable, median, positive, readMemory, request,
+  USERNAME, PASSWORD, admin, cpuSeconds, postmasterPid, postgresCpuSeconds, databaseUrl, freePort, issueToken, markdownTable, median, positive, readMemory, request,
   runBenchmark, serviceCommand
 } = require('./common.cjs')
 const { describe } = require('./load.cjs')
@@ -347,19 +347,12 @@ async function measureDelay (bench, dbUrl, log) {
 
 // --- 2. 1,000 subscribers -------------------------------------------------------------------
 
-/** User plus system CPU seconds of each backend serving `dbName`, by pid. */
-async function backendCpu (dbName) {
-  const { rows } = await admin((client) => client.query('SELECT pid FROM pg_stat_activity WHERE datname = $1', [dbName]))
-  return new Map(rows.map(({ pid }) => [pid, cpuSeconds(pid)]).filter(([, cpu]) => cpu !== null))
-}
-
 /**
- * GET /book/<id> under autocannon, and the CPU the service and the database's backends used
- * meanwhile. A backend that exited during the run is not counted: the service's pool keeps its
- * connections while it is busy.
+ * GET /book/<id> under autocannon, and the CPU the service and PostgreSQL (the whole server:
+ * `postmaster`, null when it is not on this machine) used meanwhile.
  */
-async function loadRun (port, pid, dbName, token, ids) {
-  const pgBefore = await backendCpu(dbName)
+async function loadRun (port, pid, postmaster, token, ids) {
+  const pgBefore = postmaster === null ? null : postgresCpuSeconds(postmaster)
   const serviceBefore = cpuSeconds(pid)
   const result = await autocannon({
     url: `http://127.0.0.1:${port}`,
@@ -369,9 +362,7 @@ async function loadRun (port, pid, dbName, token, ids) {
     requests: [{ method: 'GET', headers: { authorization: token }, setupRequest: (req) => ({ ...req, path: `/book/${ids[Math.floor(Math.random() * ids.length)]}` }) }]
   })
   const serviceCpu = cpuSeconds(pid) - serviceBefore
-  const pgAfter = await backendCpu(dbName)
-  let pgCpu = 0
-  for (const [backend, cpu] of pgAfter) pgCpu += cpu - (pgBefore.get(backend) ?? 0)
+  const pgCpu = pgBefore === null ? NaN : postgresCpuSeconds(postmaster) - pgBefore
   const requests = result.requests.total
   return {
     requests,
@@ -452,12 +443,13 @@ async function measureSubscribers (bench, port, pid, dbName) {
   const token = await issueToken(port)
   const ids = (await admin((client) => client.query('SELECT id FROM books ORDER BY id LIMIT 100'), databaseUrl(dbName))).rows.map((row) => row.id)
   if (ids.length === 0) throw new Error('no books to read')
+  const postmaster = await postmasterPid()
 
-  await loadRun(port, pid, dbName, token, ids)
+  await loadRun(port, pid, postmaster, token, ids)
   const runs = []
   const rounds = []
   for (let round = 1; round <= ROUNDS; round++) {
-    runs.push({ name: `round ${round}, without feeds`, feeds: false, ...await loadRun(port, pid, dbName, token, ids) })
+    runs.push({ name: `round ${round}, without feeds`, feeds: false, ...await loadRun(port, pid, postmaster, token, ids) })
     await sleep(2000)
     const idle = readMemory(pid).rss
     const holder = await startHolder(bench, port, token)
@@ -465,13 +457,13 @@ async function measureSubscribers (bench, port, pid, dbName) {
     await sleep(IDLE_SECONDS * 1000)
     const withFeeds = readMemory(pid).rss
     const idled = await holder.count()
-    runs.push({ name: `round ${round}, with ${SUBSCRIBERS} idle feeds`, feeds: true, ...await loadRun(port, pid, dbName, token, ids) })
+    runs.push({ name: `round ${round}, with ${SUBSCRIBERS} idle feeds`, feeds: true, ...await loadRun(port, pid, postmaster, token, ids) })
     const afterLoad = readMemory(pid).rss
     const loaded = await holder.count()
     await holder.close()
     rounds.push({ idle, withFeeds, afterLoad, opened: holder.opened, idled, loaded })
   }
-  runs.push({ name: 'last, without feeds', feeds: false, ...await loadRun(port, pid, dbName, token, ids) })
+  runs.push({ name: 'last, without feeds', feeds: false, ...await loadRun(port, pid, postmaster, token, ids) })
 
   const summary = (feeds) => {
     const chosen = runs.filter((run) => run.feeds === feeds)

@@ -115,10 +115,10 @@ function freePort () {
 /**
  * The service as `npm start` starts it: package.json's start command through `/bin/sh -c`, as
  * npm runs it (its `exec` makes the spawned pid the service itself), with node_modules/.bin on
- * PATH; `env` is added to the environment.
+ * PATH; `env` is added to the environment. `root`: another checkout's (BENCH_BASELINE, run.cjs).
  */
-function serviceCommand (env) {
-  const { start } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts
+function serviceCommand (env, root = ROOT) {
+  const { start } = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).scripts
   // BENCH_WORKERS > 1: the same command line, run by that many node:cluster workers
   const workers = Number(process.env.BENCH_WORKERS || 1)
   const command = workers > 1
@@ -130,7 +130,7 @@ function serviceCommand (env) {
     command: '/bin/sh',
     args: ['-c', command],
     env: {
-      PATH: `${path.join(ROOT, 'node_modules', '.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
+      PATH: `${path.join(root, 'node_modules', '.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
       HOME: process.env.HOME ?? os.tmpdir(),
       AUTH_USERNAME: USERNAME,
       AUTH_PASSWORD: PASSWORD,
@@ -263,13 +263,45 @@ const clockTicks = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }
 
 /** User plus system CPU time of `pid` in seconds, or null when the process is gone. */
 function cpuSeconds (pid) {
+  const fields = statFields(pid)
+  return fields === null ? null : (Number(fields[11]) + Number(fields[12])) / clockTicks
+}
+
+/** The fields of `/proc/<pid>/stat` after the command's name (the 3rd onwards), or null when the process is gone. */
+function statFields (pid) {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return (Number(fields[11]) + Number(fields[12])) / clockTicks
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   } catch {
     return null
   }
+}
+
+/**
+ * The process id of the PostgreSQL server behind `url` (the parent of a backend), or null when
+ * that server is not on this machine, where its processes can be read.
+ */
+async function postmasterPid (url = ADMIN_URL) {
+  const backend = await admin(async (client) => (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid, url)
+  const fields = statFields(backend)
+  return fields === null ? null : Number(fields[1])
+}
+
+/**
+ * User plus system CPU seconds of a whole PostgreSQL server: the postmaster, its live processes
+ * (backends, writers, autovacuum), and through the postmaster's children's times those that have
+ * exited, so a connection that comes and goes during a run is counted too.
+ */
+function postgresCpuSeconds (postmaster) {
+  const own = statFields(postmaster)
+  if (own === null) return null
+  let ticks = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14])
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    const fields = statFields(entry)
+    if (fields !== null && Number(fields[1]) === postmaster) ticks += Number(fields[11]) + Number(fields[12])
+  }
+  return ticks / clockTicks
 }
 
 /** A positive integer from the environment variable `name`, or `fallback` when it is not set. */
@@ -299,6 +331,8 @@ module.exports = {
   markdownTable,
   readMemory,
   cpuSeconds,
+  postmasterPid,
+  postgresCpuSeconds,
   median,
   ROOT,
   ADMIN_URL,

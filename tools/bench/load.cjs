@@ -56,6 +56,11 @@ wrk.path = "/books"
 wrk.headers["Authorization"] = token`,
     autocannon: (token) => ({ method: 'GET', path: '/books', headers: { authorization: token } })
   },
+  // The list issue's walks, on the service alone (the reference serves no pages): a first page by
+  // title, the page after it (its cursor read once before the runs), and a filter
+  listingScenario('GET /books?limit=20&sort=title', () => '/books?limit=20&sort=title'),
+  listingScenario('GET /books?limit=20&sort=title, the next page', nextPage('/books?limit=20&sort=title')),
+  listingScenario('GET /books?title=Title%201 (12 rows)', () => '/books?title=Title%201'),
   { name: 'POST /book', mutates: true, ...POST_BOOK },
   {
     // Every request with a key of its own: what a client that retries safely pays
@@ -103,6 +108,33 @@ wrk.body = ${luaString(JSON.stringify({ username: USERNAME, password: PASSWORD }
   }
 ]
 
+/**
+ * A GET of a listing the service alone serves; `target(port, token)` gives its path once, before
+ * the runs of a round.
+ */
+function listingScenario (name, target) {
+  return {
+    name,
+    serviceOnly: true,
+    target,
+    lua: `wrk.method = "GET"
+wrk.headers["Authorization"] = token
+wrk.path = path`,
+    autocannon: (token, target) => ({ method: 'GET', path: target, headers: { authorization: token } })
+  }
+}
+
+/** The path of the page after `first`, from its `Link`. */
+function nextPage (first) {
+  return async (port, token) => {
+    const response = await fetch(`http://127.0.0.1:${port}${first}`, { headers: { authorization: token } })
+    await response.arrayBuffer()
+    const next = /^<([^>]+)>; rel="next"$/.exec(response.headers.get('link') ?? '')
+    if (response.status !== 200 || next === null) throw new Error(`${first} answered ${response.status} with no next page`)
+    return next[1]
+  }
+}
+
 function randomId () {
   return 1 + Math.floor(Math.random() * BOOKS)
 }
@@ -115,8 +147,9 @@ function luaString (text) {
  * Each wrk thread seeds its own generator; `done` prints the run's numbers as one JSON line
  * (latencies in microseconds; `status` counts responses with a status of 400 or more).
  */
-function luaScript (scenario, token) {
+function luaScript (scenario, token, target) {
   return `token = ${luaString(token)}
+path = ${luaString(target ?? '/')}
 local threads = 0
 function setup (thread)
   threads = threads + 1
@@ -143,6 +176,10 @@ async function resetTable (dbUrl) {
   await admin(async (client) => {
     await client.query('DELETE FROM books WHERE id > $1', [BOOKS])
     await client.query('VACUUM ANALYZE books')
+    // The log of changes the writes added (the service's alone, as the keys below)
+    if ((await client.query("SELECT to_regclass('book_changes') IS NOT NULL AS present")).rows[0].present) {
+      await client.query('TRUNCATE book_changes')
+    }
     // The service's alone: the reference server keeps no keys
     if ((await client.query("SELECT to_regclass('idempotency_keys') IS NOT NULL AS present")).rows[0].present) {
       await client.query('TRUNCATE idempotency_keys')
@@ -177,9 +214,9 @@ function chooseClient () {
   return wrk
 }
 
-function runWrk (scenario, target, token, seconds, { tmpDir, track }) {
+function runWrk (scenario, target, token, seconds, { tmpDir, track }, listing) {
   const script = path.join(tmpDir, 'scenario.lua')
-  fs.writeFileSync(script, luaScript(scenario, token))
+  fs.writeFileSync(script, luaScript(scenario, token, listing))
   return new Promise((resolve, reject) => {
     const child = track(spawn('wrk', [
       '-t', String(THREADS), '-c', String(CONNECTIONS), '-d', `${seconds}s`, '--timeout', '5s', '-s', script, target.url
@@ -210,14 +247,14 @@ function runWrk (scenario, target, token, seconds, { tmpDir, track }) {
   })
 }
 
-async function runAutocannon (scenario, target, token, seconds) {
+async function runAutocannon (scenario, target, token, seconds, listing) {
   const autocannon = require('autocannon')
   const r = await autocannon({
     url: target.url,
     connections: CONNECTIONS,
     duration: seconds,
     timeout: 5,
-    requests: [scenario.autocannon(token)]
+    requests: [scenario.autocannon(token, listing)]
   })
   return {
     requests: r.requests.total,
@@ -238,7 +275,7 @@ async function runAutocannon (scenario, target, token, seconds) {
  */
 function createRunner (client, { tmpDir, track }) {
   return client.name === 'wrk'
-    ? (scenario, target, token, seconds) => runWrk(scenario, target, token, seconds, { tmpDir, track })
+    ? (scenario, target, token, seconds, listing) => runWrk(scenario, target, token, seconds, { tmpDir, track }, listing)
     : runAutocannon
 }
 
@@ -247,6 +284,9 @@ function summarise (runs) {
     rps: median(runs.map((run) => run.rps)),
     p50: median(runs.map((run) => run.p50)),
     p99: median(runs.map((run) => run.p99)),
+    // CPU µs per request, where the runs measured it (tools/bench/run.cjs)
+    cpuUs: median(runs.map((run) => run.cpuUs)),
+    pgCpuUs: median(runs.map((run) => run.pgCpuUs)),
     non2xx: runs.reduce((sum, run) => sum + run.non2xx, 0),
     errors: runs.reduce((sum, run) => sum + run.errors, 0),
     runs

@@ -2,26 +2,30 @@
 
 /**
  * `npm run bench`: the service (started exactly as `npm start` does) against the hand-written
- * reference server (tools/bench/reference.cjs), on one fresh database, same machine, same client.
+ * reference server (tools/bench/reference.cjs), on one fresh database, same machine, same client,
+ * with the CPU each spends per request and PostgreSQL's, and against node:http alone
+ * (tools/bench/bare-http.cjs), the floor, measured in every round.
  *
  * Environment: BENCH_SECONDS (per measured run, default 5), ROUNDS (default 3), TEST_DB_URL
  * (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_CLIENT=autocannon to skip wrk,
  * BENCH_ONLY (run only the scenarios whose name contains it), BENCH_CITUS_URL (a Citus coordinator,
  * postgres://.../postgres with its workers added: both servers run again on a database of their
- * own spread over that cluster, each scenario on all four in turn, and a second table compares them).
+ * own spread over that cluster, each scenario on all four in turn, and a second table compares them),
+ * BENCH_BASELINE (a git revision of the same schema: its service runs too, and a table compares).
  *
  * Prints one table and writes the raw numbers as JSON under os.tmpdir(); nothing in the
  * repository changes. Exits 0 when it ran, whatever the numbers: this is not a test.
  */
 
-const { spawn } = require('node:child_process')
+const { execFileSync, spawn } = require('node:child_process')
 const { randomBytes } = require('node:crypto')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { setTimeout: sleep } = require('node:timers/promises')
 const {
-  ROOT, USERNAME, PASSWORD, admin, freePort, serviceCommand, runBenchmark, request, issueToken, markdownTable
+  ROOT, USERNAME, PASSWORD, admin, cpuSeconds, freePort, serviceCommand, runBenchmark, request, issueToken, markdownTable,
+  postmasterPid, postgresCpuSeconds
 } = require('./common.cjs')
 const {
   SECONDS, ROUNDS, ONLY, WARMUP_SECONDS, CONNECTIONS, THREADS, BOOKS, BOOK_BODY, SCENARIOS,
@@ -59,8 +63,8 @@ function tail (file) {
   }
 }
 
-/** The service as `npm start` runs it (its prestart build is done by `npm run bench`). */
-async function startService (track, dbUrl, logPath, name = 'service') {
+/** The service as `npm start` runs it (its prestart build is done by `npm run bench`), from `root`. */
+async function startService (track, dbUrl, logPath, name = 'service', root = ROOT) {
   const port = await freePort()
   const { command, args, env } = serviceCommand({
     DB_URL: dbUrl,
@@ -70,11 +74,11 @@ async function startService (track, dbUrl, logPath, name = 'service') {
     // /token is measured, not the limiters
     TOKEN_RATE_LIMIT: '1000000000',
     TOKEN_USERNAME_RATE_LIMIT: '1000000000'
-  })
+  }, root)
   const log = fs.openSync(logPath, 'a')
-  const child = track(spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', log, log] }))
+  const child = track(spawn(command, args, { cwd: root, env, stdio: ['ignore', log, log] }))
   fs.closeSync(log)
-  await waitUntilReady('the service', child, port, logPath)
+  await waitUntilReady(`the ${name}`, child, port, logPath)
   return { name, dbUrl, url: `http://127.0.0.1:${port}`, port, child }
 }
 
@@ -97,6 +101,51 @@ async function startReference (track, dbUrl, logPath, name = 'reference') {
   fs.closeSync(log)
   await waitUntilReady('the reference server', child, port, logPath)
   return { name, dbUrl, url: `http://127.0.0.1:${port}`, port, child }
+}
+
+/**
+ * BENCH_BASELINE=<git revision>: the service of that revision too, built in a worktree of its own
+ * with this checkout's node_modules, and run as one more server in every round on the same
+ * database: a change's before and after, measured in one run.
+ */
+const BASELINE = process.env.BENCH_BASELINE || undefined
+
+function buildBaseline (bench, revision) {
+  const dir = path.join(bench.tmpDir, 'baseline')
+  const commit = execFileSync('git', ['rev-parse', '--short', revision], { cwd: ROOT, encoding: 'utf8' }).trim()
+  execFileSync('git', ['worktree', 'add', '--detach', dir, commit], { cwd: ROOT, stdio: 'ignore' })
+  bench.onCleanup(async () => execFileSync('git', ['worktree', 'remove', '--force', dir], { cwd: ROOT, stdio: 'ignore' }))
+  fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'))
+  process.stderr.write(`bench: building the baseline, ${commit}\n`)
+  execFileSync('npm', ['run', '--silent', 'build'], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] })
+  return { dir, commit }
+}
+
+/** The floor: node:http alone (tools/bench/bare-http.cjs), ready once it answers. */
+async function startBare (track, logPath) {
+  const port = await freePort()
+  const log = fs.openSync(logPath, 'a')
+  const child = track(spawn(process.execPath, [path.join(__dirname, 'bare-http.cjs')], {
+    cwd: ROOT, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', PORT: String(port) }, stdio: ['ignore', log, log]
+  }))
+  fs.closeSync(log)
+  const deadline = Date.now() + START_TIMEOUT_MS
+  for (;;) {
+    try {
+      await request(port, 'GET', '/')
+      return { name: 'node:http alone', url: `http://127.0.0.1:${port}`, port, child }
+    } catch (err) {
+      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`node:http alone did not answer: ${err.message}\n${tail(logPath)}`)
+    }
+    await sleep(100)
+  }
+}
+
+/** The floor's one scenario: a GET of its small JSON. */
+const BARE_SCENARIO = {
+  name: 'GET (node:http alone)',
+  lua: 'wrk.method = "GET"\nwrk.path = "/"',
+  autocannon: () => ({ method: 'GET', path: '/' })
 }
 
 /**
@@ -146,14 +195,36 @@ async function compareAnswers (service, reference) {
 
 // --- report -----------------------------------------------------------------------------------
 
-function table (rows) {
+/** µs, or '-' when not measured (PostgreSQL on another machine; no reference for a scenario). */
+const micros = (value) => value === undefined || Number.isNaN(value) ? '-' : value.toFixed(1)
+const fixed = (value, digits) => value === undefined ? '-' : value.toFixed(digits)
+
+/**
+ * Per scenario: req/s, p99 and CPU µs per request (the server's process, then PostgreSQL's) of
+ * the service and of the reference; the service's req/s over the reference's; the service's CPU
+ * per request over what node:http alone costs (`floor`).
+ */
+function table (rows, floor) {
   return markdownTable(
-    ['scenario', 'service req/s', 'p50 ms', 'p99 ms', 'reference req/s', 'p50 ms', 'p99 ms', 'service/reference'],
+    ['scenario', 'service req/s', 'p99 ms', 'CPU µs', 'PG µs', 'reference req/s', 'p99 ms', 'CPU µs', 'PG µs', 'req/s ratio', 'CPU / node:http'],
     rows.map(({ scenario, service, reference }) => [
       scenario,
-      service.rps.toFixed(0), service.p50.toFixed(2), service.p99.toFixed(2),
-      reference.rps.toFixed(0), reference.p50.toFixed(2), reference.p99.toFixed(2),
-      (service.rps / reference.rps).toFixed(2)
+      service.rps.toFixed(0), service.p99.toFixed(2), micros(service.cpuUs), micros(service.pgCpuUs),
+      fixed(reference?.rps, 0), fixed(reference?.p99, 2), micros(reference?.cpuUs), micros(reference?.pgCpuUs),
+      reference === undefined ? '-' : (service.rps / reference.rps).toFixed(2),
+      (service.cpuUs / floor.cpuUs).toFixed(2)
+    ]))
+}
+
+/** The service now and at BENCH_BASELINE: req/s and CPU per request, and now over then. */
+function againstBaseline (rows) {
+  return markdownTable(
+    ['scenario', 'now req/s', 'CPU µs', 'PG µs', 'baseline req/s', 'CPU µs', 'PG µs', 'req/s now/then', 'CPU now/then', 'PG now/then'],
+    rows.map(({ scenario, service, baseline }) => [
+      scenario,
+      service.rps.toFixed(0), micros(service.cpuUs), micros(service.pgCpuUs),
+      baseline.rps.toFixed(0), micros(baseline.cpuUs), micros(baseline.pgCpuUs),
+      (service.rps / baseline.rps).toFixed(2), (service.cpuUs / baseline.cpuUs).toFixed(2), (service.pgCpuUs / baseline.pgCpuUs).toFixed(2)
     ]))
 }
 
@@ -214,6 +285,21 @@ async function main (bench) {
     return { service, reference, differences }
   }
   const { service, reference, differences } = await startPair(dbUrl)
+  const bare = await startBare(bench.track, referenceLog)
+  const baseline = BASELINE === undefined ? undefined : buildBaseline(bench, BASELINE)
+  const before = baseline === undefined
+    ? undefined
+    : await startService(bench.track, dbUrl, path.join(tmpDir, 'baseline.log'), `service at ${baseline.commit}`, baseline.dir)
+  // The CPU of the whole PostgreSQL server, when it runs on this machine (not Citus's workers)
+  const postmaster = await postmasterPid()
+  /** One run, with the CPU its server and PostgreSQL spent on it, in µs per request. */
+  async function measured (scenario, target, token, seconds, listing) {
+    const before = { server: cpuSeconds(target.child.pid), pg: postmaster === null ? null : postgresCpuSeconds(postmaster) }
+    const result = await run(scenario, target, token, seconds, listing)
+    const server = cpuSeconds(target.child.pid) - before.server
+    const pg = before.pg === null ? NaN : postgresCpuSeconds(postmaster) - before.pg
+    return { ...result, cpuUs: server / result.requests * 1e6, pgCpuUs: pg / result.requests * 1e6 }
+  }
   const pairs = [{ engine: `PostgreSQL ${pgVersion}`, service, reference }]
   if (CITUS_URL !== undefined) {
     const onCitus = await startPair(await citusDatabase(bench), ' on Citus')
@@ -232,6 +318,9 @@ async function main (bench) {
     `  client, both servers and PostgreSQL share this machine; both servers on one database (${BOOKS} rows, ids 1..${BOOKS}),`,
     `  GET/PUT /book/<id> pick ids uniformly from 1..${BOOKS}; after each run of a writing scenario the rows it`,
     `  inserted are deleted and the table vacuumed, so every run starts from the same ${BOOKS} rows`,
+    '  CPU µs: user plus system time per request from /proc, of the server\'s process (CPU) and of the whole PostgreSQL',
+    '  server (PG µs: every backend and helper process, those that exited meanwhile too); CPU / node:http: the',
+    '  service\'s CPU per request over node:http alone\'s (tools/bench/bare-http.cjs), measured in each round too',
     `  service: \`npm start\` (fastify-cli)${Number(process.env.BENCH_WORKERS || 1) > 1 ? ` in ${process.env.BENCH_WORKERS} node:cluster workers` : ''}, LOG_LEVEL=${process.env.BENCH_LOG_LEVEL ?? 'info'} to a file, pool max 10, TOKEN_RATE_LIMIT=1e9;`,
     '  reference: tools/bench/reference.cjs (node:http + pg, pg.Pool defaults: max 10, no logging)',
     ...(pairs.length > 1 ? [`  then both again on ${pairs[1].engine}, on a database of their own; each round runs all four in turn`] : [])
@@ -244,20 +333,30 @@ async function main (bench) {
   }
 
   const results = pairs.map(() => [])
-  const targets = pairs.flatMap((pair) => [pair.service, pair.reference])
+  const floorRuns = []
+  const report = (label, target, result) => process.stderr.write(`  ${label}, ${target.name}: ${result.rps.toFixed(0)} req/s, ` +
+    `p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms, CPU ${micros(result.cpuUs)} µs + PG ${micros(result.pgCpuUs)} µs` +
+    `${result.non2xx > 0 ? `, ${result.non2xx} NON-2xx` : ''}${result.errors > 0 ? `, socket errors ${JSON.stringify(result.errorDetail)}` : ''}\n`)
   for (const scenario of SCENARIOS.filter((s) => ONLY === undefined || s.name.includes(ONLY))) {
+    const targets = [
+      ...pairs.flatMap((pair) => scenario.serviceOnly ? [pair.service] : [pair.service, pair.reference]),
+      ...before === undefined ? [] : [before]
+    ]
     const runs = Object.fromEntries(targets.map((target) => [target.name, []]))
     for (let round = 1; round <= ROUNDS; round++) {
+      // The floor again with each round of each scenario: the machine's speed drifts
+      await run(BARE_SCENARIO, bare, '', WARMUP_SECONDS)
+      floorRuns.push(await measured(BARE_SCENARIO, bare, '', SECONDS))
+      report(`${BARE_SCENARIO.name}, round ${round}`, bare, floorRuns.at(-1))
       for (const target of targets) {
         const token = await issueToken(service.port)
-        await run(scenario, target, token, WARMUP_SECONDS)
+        const listing = await scenario.target?.(target.port, token)
+        await run(scenario, target, token, WARMUP_SECONDS, listing)
         if (scenario.mutates) await resetTable(target.dbUrl)
-        const result = await run(scenario, target, token, SECONDS)
+        const result = await measured(scenario, target, token, SECONDS, listing)
         if (scenario.mutates) await resetTable(target.dbUrl)
         runs[target.name].push(result)
-        process.stderr.write(`  ${scenario.name}, round ${round}, ${target.name}: ${result.rps.toFixed(0)} req/s, ` +
-          `p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms` +
-          `${result.non2xx > 0 ? `, ${result.non2xx} NON-2xx` : ''}${result.errors > 0 ? `, socket errors ${JSON.stringify(result.errorDetail)}` : ''}\n`)
+        report(`${scenario.name}, round ${round}`, target, result)
         if (result.non2xx > 0) {
           const sample = await sampleAnswer(scenario, target, token)
           process.stderr.write(`  !!! ${result.non2xx} of ${result.requests} responses were not 2xx; one request now answers ${sample}\n`)
@@ -265,15 +364,22 @@ async function main (bench) {
       }
     }
     pairs.forEach((pair, i) => results[i].push({
-      scenario: scenario.name, service: summarise(runs[pair.service.name]), reference: summarise(runs[pair.reference.name])
+      scenario: scenario.name,
+      service: summarise(runs[pair.service.name]),
+      reference: scenario.serviceOnly ? undefined : summarise(runs[pair.reference.name]),
+      ...i === 0 && before !== undefined ? { baseline: summarise(runs[before.name]) } : {}
     }))
   }
 
-  pairs.forEach((pair, i) => console.log(`\n${pairs.length > 1 ? `${pair.engine}:\n` : ''}${table(results[i])}\n`))
+  const floor = summarise(floorRuns)
+  console.log(`\nnode:http alone (the floor), median of ${floorRuns.length} runs: ${floor.rps.toFixed(0)} req/s, ` +
+    `p99 ${floor.p99.toFixed(2)} ms, ${micros(floor.cpuUs)} µs CPU per request`)
+  pairs.forEach((pair, i) => console.log(`\n${pairs.length > 1 ? `${pair.engine}:\n` : ''}${table(results[i], floor)}\n`))
   if (pairs.length > 1) console.log(`${engines(results)}\n`)
+  if (before !== undefined) console.log(`The service against itself at ${baseline.commit} (BENCH_BASELINE), in the same rounds:\n\n${againstBaseline(results[0])}\n`)
   const anomalies = []
   for (const { scenario, service: s, reference: r } of results.flat()) {
-    for (const [label, summary] of [['service', s], ['reference', r]]) {
+    for (const [label, summary] of [['service', s], ['reference', r]].filter(([, summary]) => summary !== undefined)) {
       if (summary.non2xx > 0) anomalies.push(`${scenario}: ${summary.non2xx} non-2xx responses from the ${label}`)
       if (summary.errors > 0) anomalies.push(`${scenario}: ${summary.errors} socket errors/timeouts with the ${label}`)
     }
@@ -283,7 +389,7 @@ async function main (bench) {
   if (anomalies.length === 0 && differences.length === 0) console.log('all responses 2xx, no socket errors; both servers answered the checks alike')
 
   const resultsPath = path.join(tmpDir, 'results.json')
-  fs.writeFileSync(resultsPath, JSON.stringify({ header, client, seconds: SECONDS, rounds: ROUNDS, connections: CONNECTIONS, threads: THREADS, differences, anomalies, results }, null, 2))
+  fs.writeFileSync(resultsPath, JSON.stringify({ header, client, seconds: SECONDS, rounds: ROUNDS, connections: CONNECTIONS, threads: THREADS, differences, anomalies, floor, results }, null, 2))
   fs.rmSync(path.join(tmpDir, 'scenario.lua'), { force: true })
   // The request log is large; it is kept only when something needs explaining
   if (anomalies.length === 0) fs.rmSync(serviceLog, { force: true })

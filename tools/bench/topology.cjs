@@ -115,9 +115,10 @@ async function main (bench) {
     for (let round = 1; round <= ROUNDS; round++) {
       for (const [i, target] of targets.entries()) {
         const token = await issueToken(first.port)
-        await run(scenario, target, token, WARMUP_SECONDS)
+        const listing = await scenario.target?.(first.port, token)
+        await run(scenario, target, token, WARMUP_SECONDS, listing)
         if (scenario.mutates) await resetTable(dbUrl)
-        const result = await run(scenario, target, token, SECONDS)
+        const result = await run(scenario, target, token, SECONDS, listing)
         if (scenario.mutates) await resetTable(dbUrl)
         runs[i].push(result)
         process.stderr.write(`  ${scenario.name}, round ${round}, ${target.name}: ${result.rps.toFixed(0)} req/s, ` +
