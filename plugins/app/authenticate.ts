@@ -6,8 +6,9 @@
  * fast-jwt raises many error kinds, several of which @fastify/jwt would turn into a 500: every
  * one of them is simply `Invalid token` here. Two Authorization fields are `Invalid token` too: a
  * proxy in front may have read the other. A token whose header holds more than ours is `Invalid
- * token` too. Every answer it guards is `Cache-Control: no-store`. Callback style, being on every
- * book request: an async hook costs a promise each time.
+ * token` too. Every answer it guards is `Cache-Control: no-store`. A token that passed is
+ * verified once per instance (src/verified-tokens.ts), its expiry checked on every request.
+ * Callback style, being on every book request: an async hook costs a promise each time.
  */
 import type { onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
@@ -15,6 +16,7 @@ import { Message } from '../../src/envelope.js'
 import { ApiError } from '../../src/errors.js'
 import { fieldCount } from '../../src/http.js'
 import { TOKEN_ALGORITHMS, TOKEN_LIFETIME_S } from '../../src/schemas/auth.js'
+import { VerifiedTokens } from '../../src/verified-tokens.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -58,7 +60,33 @@ function isCanonical (token: string): boolean {
 const OUR_HEADERS = new Set(TOKEN_ALGORITHMS.flatMap((alg) =>
   [{ alg }, { alg, typ: 'JWT' }, { typ: 'JWT', alg }].map((header) => Buffer.from(JSON.stringify(header)).toString('base64url'))))
 
+/** How many verified tokens an instance keeps (src/verified-tokens.ts): about 2.6 MiB at most. */
+export const VERIFIED_TOKENS = 10_000
+
 export default fp(async function authenticate (fastify) {
+  // Per instance: each has its secret
+  const verifiedTokens = new VerifiedTokens(VERIFIED_TOKENS)
+
+  /**
+   * When `token` expires (ms), if it is one of ours: its signature verifies, its `exp` is no
+   * further ahead than a token of ours lives, it is spelled canonically, its header is one we
+   * write. Null if not. Its expiry against now is the caller's, on every request.
+   */
+  function verifiedExpiry (token: string, now: number): number | null {
+    let exp: number
+    try {
+      ({ exp } = fastify.jwt.verify<{ exp: number }>(token))
+    } catch {
+      return null
+    }
+    // No token of ours lives longer than TOKEN_LIFETIME_S: one further ahead (2100, 1e308,
+    // Infinity) was not issued here, or was issued with a clock far off
+    const expiresAt = exp * 1000
+    const ours = expiresAt <= now + TOKEN_LIFETIME_S * 1000 + CLOCK_TOLERANCE_MS &&
+      isCanonical(token) && OUR_HEADERS.has(token.slice(0, token.indexOf('.')))
+    return ours ? expiresAt : null
+  }
+
   fastify.decorateRequest('tokenExpiresAt', 0)
   fastify.decorate('authenticate', function (request, reply, done) {
     // Every answer of a route that needs a token, its errors too, is for this client alone: no
@@ -68,20 +96,17 @@ export default fp(async function authenticate (fastify) {
     if (fieldCount(request.raw.rawHeaders, 'authorization') > 1) return done(new ApiError(401, Message.InvalidToken))
     const token = request.headers.authorization
     if (!token) return done(new ApiError(401, Message.AuthorizationRequired))
-    let exp: number
-    try {
-      ({ exp } = fastify.jwt.verify<{ exp: number }>(token))
-    } catch {
-      return done(new ApiError(401, Message.InvalidToken))
-    }
     const now = Date.now()
-    // fast-jwt still accepts during the millisecond `exp * 1000`; the token is expired from then
-    // on. No token of ours lives longer than TOKEN_LIFETIME_S: one further ahead (2100, 1e308,
-    // Infinity) was not issued here, or was issued with a clock far off
-    const expiresAt = exp * 1000
-    const valid = expiresAt > now && expiresAt <= now + TOKEN_LIFETIME_S * 1000 + CLOCK_TOLERANCE_MS &&
-      isCanonical(token) && OUR_HEADERS.has(token.slice(0, token.indexOf('.')))
-    if (!valid) return done(new ApiError(401, Message.InvalidToken))
+    let expiresAt = verifiedTokens.expiryOf(token)
+    if (expiresAt === undefined) {
+      const verified = verifiedExpiry(token, now)
+      if (verified === null) return done(new ApiError(401, Message.InvalidToken))
+      verifiedTokens.remember(token, verified)
+      expiresAt = verified
+    }
+    // On every request, cached or not. fast-jwt still accepts during the millisecond
+    // `exp * 1000`; the token is expired from then on
+    if (expiresAt <= now) return done(new ApiError(401, Message.InvalidToken))
     request.tokenExpiresAt = expiresAt
     done()
   } satisfies onRequestHookHandler)
