@@ -777,6 +777,16 @@ function checkAnswer (spec: RequestSpec, answer: RawResponse, service: Service, 
   if (status >= 500 && !(status === 505 && !/^HTTP\/1\.[01]$/.test(spec.version))) throw new Error(`a 5xx: ${context}`)
   if (status >= 200 && status < 300 && spec.host === 'twice') throw new Error(`a success with two Host fields: ${context}`)
   if (status >= 200 && status < 300 && fieldCount(spec) > MAX_HEADER_FIELDS) throw new Error(`a success with ${fieldCount(spec)} header fields: ${context}`)
+  // 304, bodiless: a GET or HEAD of a book or a listing whose If-None-Match names what it would
+  // answer (docs/api.md, Preconditions), which `If-None-Match: *` does for any book that exists
+  if (status === 304) {
+    const conditional = spec.extra.some(([name]) => name.toLowerCase() === 'if-none-match')
+    if (!((spec.method === 'GET' || spec.method === 'HEAD') && conditional && isValidAuth(spec.auth))) {
+      throw new Error(`a 304 to other than a GET or HEAD with If-None-Match and a valid token: ${context}`)
+    }
+    if (answer.body.length !== 0 || answer.headers.etag === undefined) throw new Error(`a 304 with a body or without an ETag: ${context}`)
+    return
+  }
   if (!documented.has(status)) throw new Error(`a status docs/api.md does not list: ${context}`)
   if (status >= 200 && status < 300 && !isValidAuth(spec.auth) && !(spec.method === 'POST' && text.includes('"Token generated successfully"'))) {
     throw new Error(`a success without a valid token: ${context}`)
@@ -845,6 +855,8 @@ function headerExamples (): RequestSpec[] {
     // A version Node's parser serves as 1.1, and one it refuses: both 505; CONNECT too, which
     // Node hands to the server's 'connect' listener rather than to the app
     { ...plain, version: 'HTTP/2.0' }, { ...plain, version: 'HTTP/1.2' }, { ...plain, method: 'CONNECT', version: 'HTTP/2.0' },
+    // A precondition any book that exists meets: 304, no body (a random run found it)
+    { ...plain, target: '/book/1', extra: [['If-None-Match', '*']] },
     ...tokenExamples()
   ]
 }
