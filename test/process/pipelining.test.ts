@@ -103,10 +103,13 @@ t.test('connections that pipeline listings and read nothing hold little memory; 
   // about 190 MB
   const requests = listing(token).repeat(Math.ceil(1_000_000 / listing(token).length))
   const connections = await Promise.all(Array.from({ length: connectionCount }, () => pipeline(t, service, requests)))
-  for (const connection of connections) connection.pause()
   let peak = idle
   const sampler = setInterval(() => { peak = Math.max(peak, residentMiB(pid)) }, 50)
   t.teardown(() => clearInterval(sampler))
+  // Each connection's first answer under way before its client stops reading: on a starved
+  // machine the service had not yet begun seven of eight when the shutdown came
+  await waitUntil(() => connections.every((connection) => connection.received().length > 0), 30_000, 'every connection\'s first answer to begin')
+  for (const connection of connections) connection.pause()
   await sleep(3000)
   // The first listing of each connection may still be filling its buffers on a busy machine
   const stopped = await waitUntil(() => serviceStoppedReading(db, dbUrl), 20_000, 'no query to run while the clients read nothing')
