@@ -282,8 +282,16 @@ function statFields (pid) {
  * that server is not on this machine, where its processes can be read.
  */
 async function postmasterPid (url = ADMIN_URL) {
-  const backend = await admin(async (client) => (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid, url)
-  const fields = statFields(backend)
+  // Read while the backend lives: it exits with the connection
+  const fields = await admin(async (client) => {
+    const backend = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid
+    // A server elsewhere: the same pid here may be any other process
+    let command = ''
+    try {
+      command = fs.readFileSync(`/proc/${backend}/comm`, 'utf8').trim()
+    } catch {}
+    return command === 'postgres' ? statFields(backend) : null
+  }, url)
   return fields === null ? null : Number(fields[1])
 }
 
