@@ -11,7 +11,7 @@ import t from 'tap'
 import { build, expectEnvelope, getToken, PASSWORD, postToken, USERNAME } from '../helper.js'
 import { ADMIN_URL, createDatabase, NEEDS_SERVER, refuseConnections, STORE } from '../helpers/database.js'
 import {
-  b64url, decodeToken, encodeJson, HS256_HEADER, mint, mintAsymmetric, nowSeconds, signInput, tokenWithUrlSafeSignatureChars
+  b64url, base64urlTwin, decodeToken, encodeJson, HS256_HEADER, mint, mintAsymmetric, nowSeconds, signInput, tokenWithUrlSafeSignatureChars
 } from '../helpers/tokens.js'
 import { waitUntil } from '../helpers/wait.js'
 
@@ -59,6 +59,18 @@ const AUTH_CASES: AuthCase[] = [
   { name: 'header empty', message: 'Authorization token required', authorization: () => '' },
 
   { name: 'Bearer prefix before a valid token', message: 'Invalid token', authorization: (valid) => `Bearer ${valid}` },
+  {
+    // The instance keeps the valid token as verified (it was accepted just before): a kept token
+    // is found by its exact text, never by the bytes it decodes to
+    name: 'the valid token, its signature spelled otherwise (the same bytes), after the valid one was accepted and kept',
+    message: 'Invalid token',
+    authorization: (valid) => {
+      const dot = valid.lastIndexOf('.')
+      const twin = valid.slice(0, dot + 1) + base64urlTwin(valid.slice(dot + 1))
+      if (twin === valid) throw new Error('an HS256 signature has unused bits: it has a twin')
+      return twin
+    }
+  },
   { name: 'garbage abc', message: 'Invalid token', authorization: () => 'abc' },
   { name: 'a.b.c', message: 'Invalid token', authorization: () => 'a.b.c' },
   {

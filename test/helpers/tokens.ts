@@ -14,6 +14,18 @@ function fromB64url (segment: string): string {
   return Buffer.from(segment, 'base64url').toString('utf8')
 }
 
+const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+
+/**
+ * A canonically spelled base64url `segment` with its last character replaced by the next one,
+ * which differs only in bits that encode nothing, so it decodes to the same bytes; unchanged
+ * when its length leaves no unused bits (HS384's 64 characters, an empty signature).
+ */
+export function base64urlTwin (segment: string): string {
+  if (segment.length % 4 < 2) return segment
+  return segment.slice(0, -1) + BASE64URL[BASE64URL.indexOf(segment.slice(-1)) + 1]!
+}
+
 export function encodeJson (value: unknown): string {
   return b64url(JSON.stringify(value))
 }

@@ -21,6 +21,7 @@ import { BODY_LIMIT } from '../../src/app.js'
 import { YEAR_MAX, YEAR_MIN } from '../../src/schemas/book-limits.js'
 import { PASSWORD, SECRET, testEnv, USERNAME } from '../helper.js'
 import { createDatabase, pgClient, STORE_INDEPENDENT } from '../helpers/database.js'
+import { base64urlTwin } from '../helpers/tokens.js'
 import { parseResponses, rawExchange, rawRequest, type RawResponse } from '../helpers/raw-http.js'
 import { MAX_WAITING_PER_CONNECTION } from '../../src/pipelining.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
@@ -202,20 +203,8 @@ function forgeToken (spec: ForgedSpec): string {
     // The first character: the last one of a base64url HMAC may differ in padding bits only
     signature = (signature.startsWith('A') ? 'B' : 'A') + signature.slice(1)
   }
-  if (spec.signature === 'last character\'s twin') signature = canonicalTwin(signature)
+  if (spec.signature === 'last character\'s twin') signature = base64urlTwin(signature)
   return `${signingInput}.${signature}`
-}
-
-const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
-
-/**
- * `segment` with its last character replaced by the next one that decodes to the same bytes (it
- * differs in unused bits only), or unchanged when its length leaves no unused bits (HS384's 64
- * characters, an empty signature).
- */
-function canonicalTwin (segment: string): string {
-  if (segment.length % 4 < 2) return segment
-  return segment.slice(0, -1) + BASE64URL[BASE64URL.indexOf(segment.slice(-1)) + 1]
 }
 
 /** The Authorization fields sent for `auth`, in order: two for the duplicated ones. */
