@@ -8,7 +8,8 @@ const { execFileSync, spawn, spawnSync } = require('node:child_process')
 const { randomUUID } = require('node:crypto')
 const fs = require('node:fs')
 const path = require('node:path')
-const { ROOT, USERNAME, PASSWORD, admin, median, positive } = require('./common.cjs')
+const { setTimeout: sleep } = require('node:timers/promises')
+const { ROOT, USERNAME, PASSWORD, admin, freePort, issueToken, median, positive, serviceCommand } = require('./common.cjs')
 
 const SECONDS = positive('BENCH_SECONDS', 5)
 const ROUNDS = positive('ROUNDS', 3)
@@ -120,7 +121,7 @@ function listingScenario (name, target) {
     lua: `wrk.method = "GET"
 wrk.headers["Authorization"] = token
 wrk.path = path`,
-    autocannon: (token, target) => ({ method: 'GET', path: target, headers: { authorization: token } })
+    autocannon: (token, listing) => ({ method: 'GET', path: listing, headers: { authorization: token } })
   }
 }
 
@@ -176,15 +177,64 @@ async function resetTable (dbUrl) {
   await admin(async (client) => {
     await client.query('DELETE FROM books WHERE id > $1', [BOOKS])
     await client.query('VACUUM ANALYZE books')
-    // The log of changes the writes added (the service's alone, as the keys below)
-    if ((await client.query("SELECT to_regclass('book_changes') IS NOT NULL AS present")).rows[0].present) {
-      await client.query('TRUNCATE book_changes')
-    }
-    // The service's alone: the reference server keeps no keys
-    if ((await client.query("SELECT to_regclass('idempotency_keys') IS NOT NULL AS present")).rows[0].present) {
-      await client.query('TRUNCATE idempotency_keys')
+    // The service's alone: the log of changes the writes added, the Idempotency-Keys
+    for (const table of ['book_changes', 'idempotency_keys']) {
+      if ((await client.query('SELECT to_regclass($1) IS NOT NULL AS present', [table])).rows[0].present) {
+        await client.query(`TRUNCATE ${table}`)
+      }
     }
   }, dbUrl)
+}
+
+// --- servers ----------------------------------------------------------------------------------
+
+const START_TIMEOUT_MS = 20_000
+
+function tail (file) {
+  try {
+    return `--- last lines of ${file} ---\n${fs.readFileSync(file, 'utf8').split('\n').slice(-30).join('\n')}`
+  } catch {
+    return ''
+  }
+}
+
+/** Until `probe(port)` succeeds (POST /token by default); fails when the process exits first. */
+async function waitUntilReady (name, child, port, logPath, probe = issueToken) {
+  const deadline = Date.now() + START_TIMEOUT_MS
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`${name} exited (${child.exitCode ?? child.signalCode}) before it answered\n${tail(logPath)}`)
+    }
+    try {
+      await probe(port)
+      return
+    } catch (err) {
+      if (Date.now() > deadline) throw new Error(`${name} did not answer within ${START_TIMEOUT_MS} ms: ${err.message}\n${tail(logPath)}`)
+    }
+    await sleep(100)
+  }
+}
+
+/**
+ * The service as `npm start` runs it (the caller's npm script built it) on `dbUrl`, its output
+ * appended to `logPath`, its token limits out of the way (/token is measured, not the limiters);
+ * `root` and `cpuProfileDir` as common.cjs's serviceCommand takes them.
+ */
+async function startService (track, dbUrl, secret, logPath, { name = 'service', root = ROOT, cpuProfileDir } = {}) {
+  const port = await freePort()
+  const { command, args, env } = serviceCommand({
+    DB_URL: dbUrl,
+    SECRET_TOKEN: secret,
+    PORT: String(port),
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+    TOKEN_RATE_LIMIT: '1000000000',
+    TOKEN_USERNAME_RATE_LIMIT: '1000000000'
+  }, { root, cpuProfileDir })
+  const log = fs.openSync(logPath, 'a')
+  const child = track(spawn(command, args, { cwd: root, env, stdio: ['ignore', log, log] }))
+  fs.closeSync(log)
+  await waitUntilReady(`the ${name}`, child, port, logPath)
+  return { name, dbUrl, url: `http://127.0.0.1:${port}`, port, child }
 }
 
 // --- load generators --------------------------------------------------------------------------
@@ -302,6 +352,10 @@ function describe (command, args) {
 }
 
 module.exports = {
+  START_TIMEOUT_MS,
+  tail,
+  waitUntilReady,
+  startService,
   SECONDS,
   ROUNDS,
   ONLY,

@@ -13,28 +13,14 @@
  * PROFILE_SECONDS, PROFILE_TOP (how many functions, default 30), BENCH_CLIENT=autocannon.
  */
 
-const { spawn } = require('node:child_process')
 const { randomBytes } = require('node:crypto')
 const fs = require('node:fs')
 const path = require('node:path')
-const { setTimeout: sleep } = require('node:timers/promises')
-const {
-  ROOT, admin, cpuSeconds, freePort, issueToken, markdownTable, positive, runBenchmark, serviceCommand, stopChild
-} = require('./common.cjs')
-const { BOOKS, SCENARIOS, WARMUP_SECONDS, chooseClient, createRunner, describe } = require('./load.cjs')
+const { ROOT, admin, cpuSeconds, issueToken, markdownTable, positive, runBenchmark, stopChild } = require('./common.cjs')
+const { BOOKS, SCENARIOS, WARMUP_SECONDS, chooseClient, createRunner, describe, startService } = require('./load.cjs')
 
 const SECONDS = positive('PROFILE_SECONDS', 10)
 const TOP = positive('PROFILE_TOP', 30)
-const START_TIMEOUT_MS = 20_000
-
-/** `npm start`'s command line with its `fastify` run by `node --cpu-prof`, the profile written to `dir` on exit. */
-function profiledCommand (env, dir) {
-  const service = serviceCommand(env)
-  const fastify = path.join(ROOT, 'node_modules', 'fastify-cli', 'cli.js')
-  const start = service.start.replace(/^exec fastify /, `exec node --cpu-prof --cpu-prof-dir=${dir} ${fastify} `)
-  if (start === service.start) throw new Error(`npm start is not \`exec fastify ...\`: ${service.start}`)
-  return { ...service, args: ['-c', start] }
-}
 
 /**
  * Self time by function and by origin from a `.cpuprofile`: each sample is charged to the
@@ -92,34 +78,12 @@ async function main (bench) {
 
   const { dbUrl } = await bench.createDatabase()
   const profileDir = path.join(bench.tmpDir, 'profile')
-  const port = await freePort()
   const logPath = path.join(bench.tmpDir, 'service.log')
-  const { command, args, env } = profiledCommand({
-    DB_URL: dbUrl,
-    SECRET_TOKEN: randomBytes(36).toString('base64url'),
-    PORT: String(port),
-    LOG_LEVEL: 'info',
-    TOKEN_RATE_LIMIT: '1000000000',
-    TOKEN_USERNAME_RATE_LIMIT: '1000000000'
-  }, profileDir)
-  const log = fs.openSync(logPath, 'w')
-  const child = bench.track(spawn(command, args, { cwd: ROOT, env, stdio: ['ignore', log, log] }))
-  fs.closeSync(log)
-  const deadline = Date.now() + START_TIMEOUT_MS
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`the service exited (${child.exitCode}):\n${fs.readFileSync(logPath, 'utf8')}`)
-    try {
-      await issueToken(port)
-      break
-    } catch (err) {
-      if (Date.now() > deadline) throw new Error(`the service did not answer: ${err.message}`)
-    }
-    await sleep(100)
-  }
+  const target = await startService(bench.track, dbUrl, randomBytes(36).toString('base64url'), logPath, { cpuProfileDir: profileDir })
+  const { port, child } = target
   await admin((c) => c.query(`INSERT INTO books (title, author, year)
     SELECT 'Title ' || i, 'Author ' || i, 1900 + i FROM generate_series(1, $1::int) AS i`, [BOOKS]), dbUrl)
 
-  const target = { name: 'service', url: `http://127.0.0.1:${port}`, port, child }
   const token = await issueToken(port)
   const listing = await scenario.target?.(port, token)
   await run(scenario, target, token, WARMUP_SECONDS, listing)

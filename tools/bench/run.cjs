@@ -22,65 +22,18 @@ const { randomBytes } = require('node:crypto')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { setTimeout: sleep } = require('node:timers/promises')
 const {
-  ROOT, USERNAME, PASSWORD, admin, cpuSeconds, freePort, serviceCommand, runBenchmark, request, issueToken, markdownTable,
+  ROOT, USERNAME, PASSWORD, admin, cpuSeconds, freePort, runBenchmark, request, issueToken, markdownTable,
   postmasterPid, postgresCpuSeconds
 } = require('./common.cjs')
 const {
   SECONDS, ROUNDS, ONLY, WARMUP_SECONDS, CONNECTIONS, THREADS, BOOKS, BOOK_BODY, SCENARIOS,
-  resetTable, chooseClient, createRunner, summarise, describe
+  resetTable, chooseClient, createRunner, summarise, describe, startService, waitUntilReady
 } = require('./load.cjs')
-
-const START_TIMEOUT_MS = 20_000
 
 const SECRET = randomBytes(36).toString('base64url') // 48 characters
 
 // --- processes --------------------------------------------------------------------------------
-
-/** Polls POST /token until it answers 200; fails when the process exits first. */
-async function waitUntilReady (name, child, port, logPath) {
-  const deadline = Date.now() + START_TIMEOUT_MS
-  for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`${name} exited (${child.exitCode ?? child.signalCode}) before it answered\n${tail(logPath)}`)
-    }
-    try {
-      await issueToken(port)
-      return
-    } catch (err) {
-      if (Date.now() > deadline) throw new Error(`${name} did not answer within ${START_TIMEOUT_MS} ms: ${err.message}\n${tail(logPath)}`)
-    }
-    await sleep(100)
-  }
-}
-
-function tail (file) {
-  try {
-    return `--- last lines of ${file} ---\n${fs.readFileSync(file, 'utf8').split('\n').slice(-30).join('\n')}`
-  } catch {
-    return ''
-  }
-}
-
-/** The service as `npm start` runs it (its prestart build is done by `npm run bench`), from `root`. */
-async function startService (track, dbUrl, logPath, name = 'service', root = ROOT) {
-  const port = await freePort()
-  const { command, args, env } = serviceCommand({
-    DB_URL: dbUrl,
-    SECRET_TOKEN: SECRET,
-    PORT: String(port),
-    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
-    // /token is measured, not the limiters
-    TOKEN_RATE_LIMIT: '1000000000',
-    TOKEN_USERNAME_RATE_LIMIT: '1000000000'
-  }, root)
-  const log = fs.openSync(logPath, 'a')
-  const child = track(spawn(command, args, { cwd: root, env, stdio: ['ignore', log, log] }))
-  fs.closeSync(log)
-  await waitUntilReady(`the ${name}`, child, port, logPath)
-  return { name, dbUrl, url: `http://127.0.0.1:${port}`, port, child }
-}
 
 async function startReference (track, dbUrl, logPath, name = 'reference') {
   const port = await freePort()
@@ -129,16 +82,8 @@ async function startBare (track, logPath) {
     cwd: ROOT, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', PORT: String(port) }, stdio: ['ignore', log, log]
   }))
   fs.closeSync(log)
-  const deadline = Date.now() + START_TIMEOUT_MS
-  for (;;) {
-    try {
-      await request(port, 'GET', '/')
-      return { name: 'node:http alone', url: `http://127.0.0.1:${port}`, port, child }
-    } catch (err) {
-      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`node:http alone did not answer: ${err.message}\n${tail(logPath)}`)
-    }
-    await sleep(100)
-  }
+  await waitUntilReady('node:http alone', child, port, logPath, (port) => request(port, 'GET', '/'))
+  return { name: 'node:http alone', url: `http://127.0.0.1:${port}`, port, child }
 }
 
 /** The floor's one scenario: a GET of its small JSON. */
@@ -202,12 +147,12 @@ const fixed = (value, digits) => value === undefined ? '-' : value.toFixed(digit
 /**
  * Per scenario: req/s, p99 and CPU µs per request (the server's process, then PostgreSQL's) of
  * the service and of the reference; the service's req/s over the reference's; the service's CPU
- * per request over what node:http alone costs (`floor`).
+ * per request over what node:http alone cost in the same rounds (`floor`).
  */
-function table (rows, floor) {
+function table (rows) {
   return markdownTable(
     ['scenario', 'service req/s', 'p99 ms', 'CPU µs', 'PG µs', 'reference req/s', 'p99 ms', 'CPU µs', 'PG µs', 'req/s ratio', 'CPU / node:http'],
-    rows.map(({ scenario, service, reference }) => [
+    rows.map(({ scenario, floor, service, reference }) => [
       scenario,
       service.rps.toFixed(0), service.p99.toFixed(2), micros(service.cpuUs), micros(service.pgCpuUs),
       fixed(reference?.rps, 0), fixed(reference?.p99, 2), micros(reference?.cpuUs), micros(reference?.pgCpuUs),
@@ -272,7 +217,7 @@ async function main (bench) {
 
   // The service creates the table on start; the reference server starts on the seeded table
   async function startPair (pairDbUrl, suffix = '') {
-    const service = await startService(bench.track, pairDbUrl, serviceLog, `service${suffix}`)
+    const service = await startService(bench.track, pairDbUrl, SECRET, serviceLog, { name: `service${suffix}` })
     await admin(async (c) => {
       await c.query(`INSERT INTO books (title, author, year)
         SELECT 'Title ' || i, 'Author ' || i, 1900 + i FROM generate_series(1, $1::int) AS i`, [BOOKS])
@@ -289,15 +234,15 @@ async function main (bench) {
   const baseline = BASELINE === undefined ? undefined : buildBaseline(bench, BASELINE)
   const before = baseline === undefined
     ? undefined
-    : await startService(bench.track, dbUrl, path.join(tmpDir, 'baseline.log'), `service at ${baseline.commit}`, baseline.dir)
+    : await startService(bench.track, dbUrl, SECRET, path.join(tmpDir, 'baseline.log'), { name: `service at ${baseline.commit}`, root: baseline.dir })
   // The CPU of the whole PostgreSQL server, when it runs on this machine (not Citus's workers)
   const postmaster = await postmasterPid()
   /** One run, with the CPU its server and PostgreSQL spent on it, in µs per request. */
   async function measured (scenario, target, token, seconds, listing) {
-    const before = { server: cpuSeconds(target.child.pid), pg: postmaster === null ? null : postgresCpuSeconds(postmaster) }
+    const start = { server: cpuSeconds(target.child.pid), pg: postmaster === null ? null : postgresCpuSeconds(postmaster) }
     const result = await run(scenario, target, token, seconds, listing)
-    const server = cpuSeconds(target.child.pid) - before.server
-    const pg = before.pg === null ? NaN : postgresCpuSeconds(postmaster) - before.pg
+    const server = cpuSeconds(target.child.pid) - start.server
+    const pg = start.pg === null ? NaN : postgresCpuSeconds(postmaster) - start.pg
     return { ...result, cpuUs: server / result.requests * 1e6, pgCpuUs: pg / result.requests * 1e6 }
   }
   const pairs = [{ engine: `PostgreSQL ${pgVersion}`, service, reference }]
@@ -333,6 +278,7 @@ async function main (bench) {
   }
 
   const results = pairs.map(() => [])
+  // Every run of the floor, and each scenario's own, which its CPU is read against
   const floorRuns = []
   const report = (label, target, result) => process.stderr.write(`  ${label}, ${target.name}: ${result.rps.toFixed(0)} req/s, ` +
     `p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms, CPU ${micros(result.cpuUs)} µs + PG ${micros(result.pgCpuUs)} µs` +
@@ -343,11 +289,12 @@ async function main (bench) {
       ...before === undefined ? [] : [before]
     ]
     const runs = Object.fromEntries(targets.map((target) => [target.name, []]))
+    const scenarioFloor = []
     for (let round = 1; round <= ROUNDS; round++) {
       // The floor again with each round of each scenario: the machine's speed drifts
       await run(BARE_SCENARIO, bare, '', WARMUP_SECONDS)
-      floorRuns.push(await measured(BARE_SCENARIO, bare, '', SECONDS))
-      report(`${BARE_SCENARIO.name}, round ${round}`, bare, floorRuns.at(-1))
+      scenarioFloor.push(await measured(BARE_SCENARIO, bare, '', SECONDS))
+      report(`${BARE_SCENARIO.name}, round ${round}`, bare, scenarioFloor.at(-1))
       for (const target of targets) {
         const token = await issueToken(service.port)
         const listing = await scenario.target?.(target.port, token)
@@ -363,8 +310,10 @@ async function main (bench) {
         }
       }
     }
+    floorRuns.push(...scenarioFloor)
     pairs.forEach((pair, i) => results[i].push({
       scenario: scenario.name,
+      floor: summarise(scenarioFloor),
       service: summarise(runs[pair.service.name]),
       reference: scenario.serviceOnly ? undefined : summarise(runs[pair.reference.name]),
       ...i === 0 && before !== undefined ? { baseline: summarise(runs[before.name]) } : {}
@@ -373,13 +322,13 @@ async function main (bench) {
 
   const floor = summarise(floorRuns)
   console.log(`\nnode:http alone (the floor), median of ${floorRuns.length} runs: ${floor.rps.toFixed(0)} req/s, ` +
-    `p99 ${floor.p99.toFixed(2)} ms, ${micros(floor.cpuUs)} µs CPU per request`)
-  pairs.forEach((pair, i) => console.log(`\n${pairs.length > 1 ? `${pair.engine}:\n` : ''}${table(results[i], floor)}\n`))
+    `p99 ${floor.p99.toFixed(2)} ms, ${micros(floor.cpuUs)} µs CPU per request (each scenario is read against its own rounds')`)
+  pairs.forEach((pair, i) => console.log(`\n${pairs.length > 1 ? `${pair.engine}:\n` : ''}${table(results[i])}\n`))
   if (pairs.length > 1) console.log(`${engines(results)}\n`)
   if (before !== undefined) console.log(`The service against itself at ${baseline.commit} (BENCH_BASELINE), in the same rounds:\n\n${againstBaseline(results[0])}\n`)
   const anomalies = []
-  for (const { scenario, service: s, reference: r } of results.flat()) {
-    for (const [label, summary] of [['service', s], ['reference', r]].filter(([, summary]) => summary !== undefined)) {
+  for (const { scenario, service: s, reference: r, baseline: b } of results.flat()) {
+    for (const [label, summary] of [['service', s], ['reference', r], ['baseline', b]].filter(([, summary]) => summary !== undefined)) {
       if (summary.non2xx > 0) anomalies.push(`${scenario}: ${summary.non2xx} non-2xx responses from the ${label}`)
       if (summary.errors > 0) anomalies.push(`${scenario}: ${summary.errors} socket errors/timeouts with the ${label}`)
     }
