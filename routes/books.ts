@@ -1,4 +1,4 @@
-import { Readable } from 'node:stream'
+import type { Readable } from 'node:stream'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
@@ -7,6 +7,7 @@ import { FIRST_VERSION, acceptedVersions, entityTag, noneMatchHolds, parseTagCon
 import { Message, SuccessSchema, envelope, failureSchemas } from '../src/envelope.js'
 import { ApiError, errorHandler } from '../src/errors.js'
 import { isWalk, listingCursors, nextPage, walkOf, type Position } from '../src/listing.js'
+import { GROWN_PAGE_ROWS, PageBudget, listingStream, type ReadPage } from '../src/listing-stream.js'
 import { BookCreateSchema, BookParamsSchema, BookPatchSchema, BookSchema, isBookId } from '../src/schemas/book.js'
 import { IdempotencyKeyHeaderSchema, idempotencyKey } from '../src/schemas/idempotency-key.js'
 import { ListingQuerySchema } from '../src/schemas/listing.js'
@@ -44,66 +45,7 @@ const invalidQuery = () => new ApiError(400, Message.InvalidInput)
 
 /** Up to this many books are answered in one piece; a longer listing is streamed. */
 const SMALL_LISTING = 1000
-/**
- * Books per query while streaming: about 37 KB of JSON for short titles. A stalled listing holds
- * two pages (below), so a thousand of them hold about 75 MB. With pages of 1,000 a thousand
- * stalled listings took the process to 422 MiB in CI, over the 400 MiB the issue allows
- * (test/process/alone/stalled-listings.test.ts); with 500, 305 to 325 MiB.
- */
-const STREAM_PAGE = 500
 const LISTING_START = `{"status":200,"message":"${Message.BooksRetrieved}","data":[`
-
-/**
- * The envelope of a long listing, in pieces: the first page already read, then each next page
- * as the client takes the previous one (backpressure). A listing holds two pages at most: the
- * one being written, until the socket has handed all of it to the kernel, and the next one, read
- * meanwhile. Nothing is buffered beyond that (`highWaterMark: 0`): a page is asked for only
- * when the one before has gone out. A client that goes away stops the reading. A failure after
- * the first piece cannot change the status any more: the stream errors, the connection is cut
- * and the body stays incomplete JSON, so no client takes a partial list for the whole one.
- */
-function listingStream (first: ListingPage, readPage: (after: Position, limit: number, signal: AbortSignal) => Promise<ListingPage>): Readable {
-  const readAfter = (page: ListingPage) => {
-    // A short page is the last: no need to ask for more
-    if (page.count < STREAM_PAGE || page.last === null) return null
-    const reading = readPage(page.last, STREAM_PAGE, departed.signal)
-    // Awaited in read(); this only keeps a read left behind by a departed client from being unhandled
-    reading.catch(() => {})
-    return reading
-  }
-  // Aborted once the stream is destroyed: after its end, or early (the client left, a page failed)
-  const departed = new AbortController()
-  let head: string | null = LISTING_START + first.json
-  let next = readAfter(first)
-  return new Readable({
-    highWaterMark: 0,
-    read () {
-      if (head !== null) {
-        this.push(head)
-        head = null
-      } else if (next === null) {
-        this.push(']}')
-        this.push(null)
-      } else {
-        next.then((page) => {
-          next = departed.signal.aborted ? null : readAfter(page)
-          if (page.count > 0) {
-            this.push(`,${page.json}`)
-          } else {
-            // The page before was full and the last
-            this.push(']}')
-            this.push(null)
-          }
-        }, (err: Error) => this.destroy(err))
-      }
-    },
-    destroy (err, callback) {
-      departed.abort()
-      callback(err)
-    }
-  })
-}
-
 /**
  * `onRequest` of the `/book/:id` routes, after authentication: an id no book can have is
  * answered 404 before the body is read and without a query.
@@ -142,6 +84,7 @@ function throwIfRefused<T> (outcome: T | 'missing' | 'mismatch'): T {
 const books: FastifyPluginAsyncTypebox = async (fastify) => {
   const { booksRepository, authenticate } = fastify
   const cursors = listingCursors(fastify.config.SECRET_TOKEN)
+  const grownPages = new PageBudget(GROWN_PAGE_ROWS)
   const readPlainPage = (after: Position, limit: number, signal: AbortSignal) => booksRepository.pageAfter(after.id, limit, signal)
 
   /** The versions of book `id` an `If-Match` allows a write on; null without one, or for `*`. */
@@ -151,11 +94,11 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
   }
 
   /** The envelope of up to SMALL_LISTING books in one piece, or of more streamed page by page. */
-  function sendListing (reply: FastifyReply, first: ListingPage, readPage: Parameters<typeof listingStream>[1]) {
+  function sendListing (reply: FastifyReply, first: ListingPage, readPage: ReadPage) {
     return sendWrittenJson(reply, first.count <= SMALL_LISTING
       ? `${LISTING_START}${first.json}]}`
       // Too many to hold: stream them, page by page, as the client reads
-      : listingStream(first, readPage))
+      : listingStream(`${LISTING_START}${first.json}`, first, SMALL_LISTING + 1, readPage, grownPages))
   }
 
   // Registered inside this plugin, so it guards exactly the book routes

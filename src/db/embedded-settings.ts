@@ -15,7 +15,7 @@ import { pg_trgm as pgTrgm } from '@electric-sql/pglite/contrib/pg_trgm'
  * written into the cluster, so directories created before them get them too. PGlite runs
  * PostgreSQL in single-user mode: one backend and no background processes; the service sends it
  * one statement at a time (a pool of one, plugins/external/postgres.ts), and listings read it in
- * pages of 500 rows.
+ * pages of 500 to 8,000 rows (src/listing-stream.ts).
  *
  * - `shared_buffers=8MB` (PGlite's clusters say 128MB): the buffers are part of PGlite's
  *   WebAssembly memory, which never shrinks, and PostgreSQL touches all of them at start. A page

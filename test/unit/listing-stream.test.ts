@@ -1,0 +1,101 @@
+/**
+ * A long listing streamed page by page (src/listing-stream.ts), over a page source in memory:
+ * every book once and in order, pages that grow while the client waits for them and only then,
+ * and the budget their growth shares, given back when a listing ends or its client leaves. That
+ * a thousand stalled listings stay under 400 MiB with it, and not without it, on the real
+ * service: test/process/alone/stalled-listings.test.ts.
+ */
+import type { Readable } from 'node:stream'
+import { setTimeout as sleep } from 'node:timers/promises'
+import t from 'tap'
+import type { ListingPage } from '../../plugins/app/books-repository.js'
+import type { Position } from '../../src/listing.js'
+import { PageBudget, STREAM_PAGE, STREAM_PAGE_MAX, listingStream } from '../../src/listing-stream.js'
+
+const FIRST_LIMIT = 1001
+
+/** Books 1..count, their pages answered after `delayMs`; the limits asked for, in order. */
+function books (count: number, delayMs: number) {
+  const limits: number[] = []
+  const signals: AbortSignal[] = []
+  const page = (after: number, limit: number): ListingPage => {
+    const ids = Array.from({ length: Math.max(0, Math.min(limit, count - after)) }, (_, i) => after + 1 + i)
+    const last = ids.at(-1)
+    return { count: ids.length, json: ids.join(','), last: last === undefined ? null : { key: null, id: String(last), snapshot: null } }
+  }
+  const readPage = async (after: Position, limit: number, signal: AbortSignal) => {
+    limits.push(limit)
+    signals.push(signal)
+    await sleep(delayMs)
+    return page(Number(after.id), limit)
+  }
+  const stream = (budget: PageBudget) => {
+    const first = page(0, FIRST_LIMIT)
+    return listingStream(`[${first.json}`, first, FIRST_LIMIT, readPage, budget)
+  }
+  return { limits, signals, stream }
+}
+
+/** The ids a stream sent, read `pauseMs` apart (0: as fast as they come). */
+async function idsOf (stream: Readable, pauseMs = 0): Promise<number[]> {
+  let text = ''
+  for await (const chunk of stream) {
+    text += String(chunk)
+    if (pauseMs > 0) await sleep(pauseMs)
+  }
+  return JSON.parse(`${text.slice(0, -2)}]`) as number[]
+}
+
+t.test('a client that waits for each page gets every book once, in pages that double up to the largest', async (t) => {
+  const budget = new PageBudget(1_000_000)
+  const { limits, stream } = books(60_000, 2)
+  const ids = await idsOf(stream(budget))
+  t.equal(ids.length, 60_000, 'every book')
+  t.ok(ids.every((id, i) => id === i + 1), 'each once, in order')
+  t.strictSame(limits.slice(0, 6), [STREAM_PAGE, 2 * STREAM_PAGE, 4 * STREAM_PAGE, 8 * STREAM_PAGE, 16 * STREAM_PAGE, STREAM_PAGE_MAX],
+    'the pages double up to the largest')
+  t.ok(limits.slice(5).every((limit) => limit === STREAM_PAGE_MAX), 'and stay there')
+  t.equal(budget.free, budget.rows, 'the budget is whole again at the end')
+})
+
+t.test('a client slower than the pages gets pages of the first size', async (t) => {
+  const budget = new PageBudget(1_000_000)
+  const { limits, stream } = books(5000, 0)
+  const ids = await idsOf(stream(budget), 15)
+  t.equal(ids.length, 5000, 'every book')
+  // The stream reads one piece ahead of the client: the page after the first is asked for
+  // before the client fell behind, as a socket's buffer takes the first pieces at once
+  t.ok(limits.slice(2).every((limit) => limit === STREAM_PAGE), `then every page of ${STREAM_PAGE} (${limits.join(', ')})`)
+  t.equal(budget.free, budget.rows, 'the budget is whole again at the end')
+})
+
+t.test('the growth of every listing comes out of one budget, given back as pages go out or listings end', async (t) => {
+  const budget = new PageBudget(3 * STREAM_PAGE)
+  const listings = [books(100_000, 2), books(100_000, 2)]
+  const streams = listings.map(({ stream }) => stream(budget))
+  // Both read a while as fast as they can, then stop reading
+  for (const stream of streams) {
+    let chunks = 0
+    for await (const _ of stream) if (++chunks === 8) break
+  }
+  const asked = listings.flatMap(({ limits }) => limits)
+  t.ok(asked.every((limit) => limit <= STREAM_PAGE + budget.rows), 'no page beyond what the budget had')
+  t.ok(asked.some((limit) => limit > STREAM_PAGE), 'some pages grew')
+  t.ok(budget.free >= 0 && budget.free <= budget.rows, `the budget is never overdrawn (${budget.free} of ${budget.rows} free)`)
+  // `break` destroyed both: what they held is back, and their page reads are told to stop
+  t.ok(streams.every((stream) => stream.destroyed), 'both ended')
+  t.equal(budget.free, budget.rows, 'the budget is whole again once they ended')
+  t.ok(listings.every(({ signals }) => signals.every((signal) => signal.aborted)), 'their page reads were aborted')
+})
+
+t.test('a listing that ended early gives back what its page in flight held', async (t) => {
+  const budget = new PageBudget(1_000_000)
+  const { limits, stream } = books(100_000, 20)
+  const listing = stream(budget)
+  let chunks = 0
+  for await (const _ of listing) if (++chunks === 4) break
+  t.ok(limits.at(-1)! > STREAM_PAGE, 'a grown page was in flight')
+  t.equal(budget.free, budget.rows, 'given back at once')
+  await sleep(40)
+  t.equal(budget.free, budget.rows, 'and still whole once the page came')
+})
