@@ -103,7 +103,6 @@ export function listingStream (head: string, first: ListingPage, firstLimit: num
   })
 }
 
-
 /**
  * Rows that the pages of streamed listings may hold beyond STREAM_PAGE, shared by every listing
  * of an app: taken when a bigger page is asked for, given back once it has gone out or the
