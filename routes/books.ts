@@ -7,7 +7,7 @@ import { FIRST_VERSION, acceptedVersions, entityTag, noneMatchHolds, parseTagCon
 import { Message, SuccessSchema, envelope, failureSchemas } from '../src/envelope.js'
 import { ApiError, errorHandler } from '../src/errors.js'
 import { isWalk, listingCursors, nextPage, walkOf, type Position } from '../src/listing.js'
-import { GROWN_PAGE_ROWS, PageBudget, listingStream, type ReadPage } from '../src/listing-stream.js'
+import { GROWN_PAGE_ROWS, PageBudget, listingStream, type ReadPage, type ReadPageBeyond } from '../src/listing-stream.js'
 import { BookCreateSchema, BookParamsSchema, BookPatchSchema, BookSchema, isBookId } from '../src/schemas/book.js'
 import { IdempotencyKeyHeaderSchema, idempotencyKey } from '../src/schemas/idempotency-key.js'
 import { ListingQuerySchema } from '../src/schemas/listing.js'
@@ -94,11 +94,12 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
   }
 
   /** The envelope of up to SMALL_LISTING books in one piece, or of more streamed page by page. */
-  function sendListing (reply: FastifyReply, first: ListingPage, readPage: ReadPage) {
+  function sendListing (reply: FastifyReply, first: ListingPage, readPage: ReadPage, readBeyond?: ReadPageBeyond) {
     return sendWrittenJson(reply, first.count <= SMALL_LISTING
       ? `${LISTING_START}${first.json}]}`
       // Too many to hold: stream them, page by page, as the client reads
-      : listingStream(`${LISTING_START}${first.json}`, first, SMALL_LISTING + 1, readPage, grownPages))
+      : listingStream(`${LISTING_START}${first.json}`, first, SMALL_LISTING + 1, readPage,
+        { budget: grownPages, connectionFree: booksRepository.listingConnectionFree, ...(readBeyond === undefined ? {} : { readBeyond }) }))
   }
 
   // Registered inside this plugin, so it guards exactly the book routes
@@ -171,7 +172,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
     const { query } = request
     if (!isWalk(query)) {
       // Every book, as the contract's listing always was
-      return sendListing(reply, await booksRepository.firstPage(SMALL_LISTING + 1), readPlainPage)
+      return sendListing(reply, await booksRepository.firstPage(SMALL_LISTING + 1), readPlainPage, booksRepository.pageBeyond)
     }
     const walk = walkOf(query)
     if (walk === null) throw invalidQuery()

@@ -15,58 +15,156 @@ import type { Position } from './listing.js'
 export const STREAM_PAGE = 500
 /**
  * A listing whose client takes each page before the next one is read doubles its pages up to
- * this: fewer queries, each with a round trip and a transaction, for the same books. What pages
- * hold beyond STREAM_PAGE comes from a budget of GROWN_PAGE_ROWS that all listings of the app
- * share (`PageBudget`, below), about 20 MB of JSON for short titles, so stalled listings stay
- * bounded whatever their pages were before they stalled.
+ * this, and reads one page ahead: fewer queries, each with a round trip and a transaction, and
+ * two at a time, for the same books. What pages hold beyond STREAM_PAGE comes from a budget of
+ * GROWN_PAGE_ROWS that all listings of the app share (`PageBudget`, below), about 20 MB of JSON
+ * for short titles, so stalled listings stay bounded whatever their pages were before they stalled.
  */
 export const STREAM_PAGE_MAX = 8000
 export const GROWN_PAGE_ROWS = 250_000
 
 export type ReadPage = (after: Position, limit: number, signal: AbortSignal) => Promise<ListingPage>
+/**
+ * The page of up to `limit` books that starts `skip` books after `after`, with the id of the book
+ * it starts after (`after`; null when there are not that many).
+ */
+export type ReadPageBeyond = (after: Position, skip: number, limit: number, signal: AbortSignal) => Promise<PageBeyond>
+export type PageBeyond = ListingPage & { after: string | null }
 
-/** A page asked for, its size, and the rows of the budget it holds beyond STREAM_PAGE. */
+/** What the listings of an app share. */
+export interface ListingResources {
+  budget: PageBudget
+  /**
+   * Whether a listing may start one more page query now without making another listing wait:
+   * pages grow and are read ahead only then, so that many listings at once (a thousand clients
+   * that stop reading) share the connections in pages of STREAM_PAGE, as they did before.
+   */
+  connectionFree: () => boolean
+  /** Reads a page ahead; without it, none is. */
+  readBeyond?: ReadPageBeyond
+}
+
+/** A page asked for, its size, and the rows of the budget it holds. */
 interface PageRead {
-  page: Promise<ListingPage>
+  page: Promise<ListingPage | PageBeyond>
   limit: number
-  grown: number
+  /** Rows of the budget: beyond STREAM_PAGE for the next page, all of them for one read ahead. */
+  held: number
   /** Whether the page came before the client had taken the one before it. */
   ready: boolean
+  /** Read ahead, beyond the next page: valid only if it starts right after that page's last book. */
+  beyond: boolean
 }
 
 /**
  * The envelope of a long listing, in pieces: `head`, the envelope's start with the first page
- * already read (`first`, asked for with `firstLimit`), then each next page
- * as the client takes the previous one (backpressure). A listing holds two pages at most: the
- * one being written, until the socket has handed all of it to the kernel, and the next one, read
- * meanwhile. Nothing is buffered beyond that (`highWaterMark: 0`): a page is asked for only
- * when the one before has gone out. A client that waited for a page (it took the one before
- * first) gets the next one twice as big, while the budget lasts; one that did not, or the budget
- * being spent, the first size again. A client that goes away stops the reading. A failure after
- * the first piece cannot change the status any more: the stream errors, the connection is cut
- * and the body stays incomplete JSON, so no client takes a partial list for the whole one.
+ * already read (`first`, asked for with `firstLimit`), then each next page as the client takes
+ * the previous one (backpressure). A listing holds two pages: the one being written, until the
+ * socket has handed all of it to the kernel, and the next one, read meanwhile. Nothing is
+ * buffered beyond that (`highWaterMark: 0`): a page is asked for only when the one before has
+ * gone out.
+ *
+ * A client that waited for a page (it took the one before first) waits on the database: its next
+ * page is twice as big, and, with `readBeyond`, the page after that is read at the same time, on
+ * another connection, as the page that starts as many books after the last one sent as the next
+ * page holds; both only while a connection is free for listings (`connectionFree`). Each page reads its own snapshot, so that holds only if nothing was written in
+ * between: a page read ahead is kept only if it starts right after the last book of the page
+ * before it, else it is dropped and read again after that book. Either way no book is listed
+ * twice or out of order, and none that was there all along is left out. Whatever pages hold
+ * beyond STREAM_PAGE, and the whole of a page read ahead, comes out of `budget`; with the
+ * budget spent, a listing reads pages of STREAM_PAGE one after the other.
+ *
+ * A client that goes away stops the reading. A failure after the first piece cannot change the
+ * status any more: the stream errors, the connection is cut and the body stays incomplete JSON,
+ * so no client takes a partial list for the whole one.
  */
-export function listingStream (head: string, first: ListingPage, firstLimit: number, readPage: ReadPage, budget: PageBudget): Readable {
-  /** The page after `page` (asked for with `limit`), `limit` sized anew; null after the last. */
-  const readAfter = (page: ListingPage, limit: number, grow: boolean): PageRead | null => {
-    // A short page is the last: no need to ask for more
-    if (page.count < limit || page.last === null) return null
-    const grown = grow ? budget.take(Math.min(2 * limit, STREAM_PAGE_MAX) - STREAM_PAGE) : 0
-    const read: PageRead = { page: readPage(page.last, STREAM_PAGE + grown, departed.signal), limit: STREAM_PAGE + grown, grown, ready: false }
+export function listingStream (head: string, first: ListingPage, firstLimit: number, readPage: ReadPage,
+  { budget, connectionFree, readBeyond }: ListingResources): Readable {
+  // Aborted once the stream is destroyed: after its end, or early (the client left, a page failed)
+  const departed = new AbortController()
+  const track = (read: PageRead): PageRead => {
     read.page.then(() => { read.ready = true }, () => {})
     return read
   }
-  // Aborted once the stream is destroyed: after its end, or early (the client left, a page failed)
-  const departed = new AbortController()
+  const readNext = (after: Position, limit: number, grow: boolean): PageRead => {
+    const held = grow && connectionFree() ? budget.take(Math.min(2 * limit, STREAM_PAGE_MAX) - STREAM_PAGE) : 0
+    return track({ page: readPage(after, STREAM_PAGE + held, departed.signal), limit: STREAM_PAGE + held, held, ready: false, beyond: false })
+  }
+  const readAhead = (after: Position, skip: number, limit: number): PageRead | null => {
+    if (readBeyond === undefined || !connectionFree()) return null
+    const held = budget.take(limit)
+    if (held < STREAM_PAGE) {
+      budget.give(held)
+      return null
+    }
+    return track({ page: readBeyond(after, skip, held, departed.signal), limit: held, held, ready: false, beyond: true })
+  }
+
   let start: string | null = head
-  let next = readAfter(first, firstLimit, false)
+  /**
+   * Of the last page sent: how many books, the last of them, and the size it was asked for with.
+   * Not its JSON, which a stalled listing would otherwise hold a second time.
+   */
+  let sent = { count: first.count, last: first.last, limit: firstLimit }
+  /** The pages asked for after it, in order; the first of them, once taken, is `awaited`. */
+  let ahead: PageRead[] = []
+  let awaited: PageRead | null = null
   // The budget's rows of the page being written, given back once the client has taken it
   let writing = 0
-  const release = () => {
-    budget.give(writing + (next?.grown ?? 0))
-    writing = 0
-    next = null
+  const dropAhead = () => {
+    for (const read of ahead) budget.give(read.held)
+    ahead = []
   }
+
+  /** Asks for the pages after the last one sent; none after the last. */
+  const plan = (waited: boolean) => {
+    const { count, last, limit } = sent
+    // A short page is the last: no need to ask for more
+    if (count < limit || last === null) return dropAhead()
+    if (ahead.length === 0) ahead.push(readNext(last, limit, waited))
+    if (waited && ahead.length === 1) {
+      const next = ahead[0]!.limit
+      const beyond = readAhead(last, next, Math.min(2 * next, STREAM_PAGE_MAX))
+      if (beyond !== null) ahead.push(beyond)
+    }
+  }
+
+  /** Sends the next page once it is read; a page read ahead that does not fit is read again. */
+  const sendNext = (stream: Readable) => {
+    const read = ahead.shift()
+    if (read === undefined) {
+      stream.push(']}')
+      stream.push(null)
+      return
+    }
+    awaited = read
+    // The client took the page before this one ahead of it: it waits on the database
+    const waited = !read.ready
+    read.page.then((page) => {
+      if (departed.signal.aborted) return
+      awaited = null
+      if (read.beyond && (page as PageBeyond).after !== sent.last?.id) {
+        // Written in between: what was read ahead from there on may not follow the last book sent
+        budget.give(read.held)
+        dropAhead()
+        ahead.push(readNext(sent.last!, sent.limit, false))
+        return sendNext(stream)
+      }
+      writing = read.held
+      sent = { count: page.count, last: page.last, limit: read.limit }
+      if (page.count === 0) {
+        // The page before was full and the last
+        dropAhead()
+        stream.push(']}')
+        stream.push(null)
+        return
+      }
+      plan(waited)
+      stream.push(`,${page.json}`)
+    }, (err: Error) => stream.destroy(err))
+  }
+
+  plan(false)
   return new Readable({
     highWaterMark: 0,
     read () {
@@ -75,29 +173,16 @@ export function listingStream (head: string, first: ListingPage, firstLimit: num
       if (start !== null) {
         this.push(start)
         start = null
-      } else if (next === null) {
-        this.push(']}')
-        this.push(null)
       } else {
-        const read = next
-        // The client took the page before this one ahead of it: it waits on the database
-        const waited = !read.ready
-        read.page.then((page) => {
-          writing = read.grown
-          next = departed.signal.aborted ? null : readAfter(page, read.limit, waited)
-          if (page.count > 0) {
-            this.push(`,${page.json}`)
-          } else {
-            // The page before was full and the last
-            this.push(']}')
-            this.push(null)
-          }
-        }, (err: Error) => this.destroy(err))
+        sendNext(this)
       }
     },
     destroy (err, callback) {
       departed.abort()
-      release()
+      budget.give(writing + (awaited?.held ?? 0))
+      writing = 0
+      awaited = null
+      dropAhead()
       callback(err)
     }
   })

@@ -11,6 +11,7 @@ import type { QueryResultRow } from 'pg'
 import { batched } from '../../src/db/batch.js'
 import { boundedQuery, boundedTransaction } from '../../src/db/bounded-query.js'
 import type { Position, Walk } from '../../src/listing.js'
+import type { PageBeyond } from '../../src/listing-stream.js'
 import type { Book, BookCreate, BookPatch } from '../../src/schemas/book.js'
 
 declare module 'fastify' {
@@ -252,6 +253,14 @@ const DELETE = `WITH deleted AS (
 const LISTING_PAGE = `SELECT count(*)::int4 AS count, max(id)::text AS last_id,
                 coalesce(string_agg(row_to_json(page)::text, ',' ORDER BY id), '') AS json
          FROM (SELECT id, title, author, year FROM books WHERE id > $1 ORDER BY id LIMIT $2) page`
+// The page of up to $3 books that starts $2 books after $1, read ahead of the page before it
+// (src/listing-stream.ts); `after_id` says where it started, for the listing to check
+const LISTING_PAGE_BEYOND = `WITH boundary AS MATERIALIZED (
+           SELECT id FROM books WHERE id > $1 ORDER BY id OFFSET $2::int8 - 1 LIMIT 1
+         )
+         SELECT (SELECT id FROM boundary)::text AS after_id, count(*)::int4 AS count, max(id)::text AS last_id,
+                coalesce(string_agg(row_to_json(page)::text, ',' ORDER BY id), '') AS json
+         FROM (SELECT id, title, author, year FROM books WHERE id > (SELECT id FROM boundary) ORDER BY id LIMIT $3) page`
 
 // The feed's positions (src/db/migrations.ts, version 15). The changes committed and not yet
 // placed get the next positions in `seq` order, by one instance at a time: the statement after the
@@ -533,6 +542,19 @@ export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunc
     return { count: row!.count, last: row!.last_id === null ? null : { key: null, id: row!.last_id, snapshot: null }, json: row!.json }
   }
 
+  async function pageBeyond (after: Position, skip: number, limit: number, signal?: AbortSignal): Promise<PageBeyond> {
+    const { rows: [row] } = await listingQueries(() => {
+      signal?.throwIfAborted()
+      return query<{ after_id: string | null, count: number, last_id: string | null, json: string }>(LISTING_PAGE_BEYOND, [after.id, skip, limit])
+    })
+    return {
+      after: row!.after_id,
+      count: row!.count,
+      last: row!.last_id === null ? null : { key: null, id: row!.last_id, snapshot: null },
+      json: row!.json
+    }
+  }
+
   /**
    * Whether a page of `walk` reads its matches first: a substring filter that the planner
    * expects to match few books, in another order than id, on PostgreSQL. By id the table is read
@@ -682,6 +704,16 @@ export function createBooksRepository (pg: PostgresDb, listingQueries: LimitFunc
      * aborted, a query still waiting for its turn is not sent (the promise rejects).
      */
     pageAfter,
+
+    /**
+     * The page of up to `limit` books that starts `skip` books after `after`, in id order, and the
+     * id of the book it starts after: a listing reads it ahead of the page before it. None on
+     * Citus, where a page already spreads over the workers.
+     */
+    pageBeyond: dialect === 'citus' ? undefined : pageBeyond,
+
+    /** Whether a listing may start one more page query now without making another one wait. */
+    listingConnectionFree: () => listingQueries.activeCount + listingQueries.pendingCount < listingQueries.concurrency,
 
     /** A page of a walk (src/listing.ts): up to `limit` books after `position`, or from its start. */
     walkPage
