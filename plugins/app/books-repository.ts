@@ -3,7 +3,7 @@
  * @fastify/postgres once migrate has brought the tables up to date; its listings get at most
  * half the pool's connections at once (`listingConnections`).
  */
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 import type { PostgresDb } from '@fastify/postgres'
 import fp from 'fastify-plugin'
 import pLimit, { type LimitFunction } from 'p-limit'
@@ -80,7 +80,7 @@ function bookFields ({ title, author, year }: BookCreate): BookCreate {
  */
 function fingerprint (book: BookCreate): Buffer {
   const { title, author, year } = book
-  return createHash('sha256').update(JSON.stringify([title, author, year])).digest()
+  return hash('sha256', JSON.stringify([title, author, year]), 'buffer')
 }
 
 /**
@@ -88,7 +88,7 @@ function fingerprint (book: BookCreate): Buffer {
  * in the keyspace of one-bigint locks (the migration lock's one value aside, nothing else uses it).
  */
 export function keyLock (key: string): string {
-  return createHash('sha256').update(key).digest().readBigInt64BE().toString()
+  return hash('sha256', key, 'buffer').readBigInt64BE().toString()
 }
 
 interface UpdateCall {

@@ -2,7 +2,7 @@
  * Adds `fastify.loginAttempts`, the per-username limit of POST /token (`createLoginAttempts`,
  * below), made with the rate-limit plugin's `fastify.createRateLimit`.
  */
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 import { normalizeIP, type CreateRateLimitOptions } from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
@@ -54,7 +54,7 @@ function createLoginAttempts (fastify: FastifyInstance) {
     cache: TRUSTED_TABLE_SIZE
   } as CreateRateLimitOptions)
   const perUsername = fastify.createRateLimit({
-    keyGenerator: (request) => `username:${createHash('sha256').update((request.body as Login).username).digest('base64url')}`,
+    keyGenerator: (request) => `username:${hash('sha256', (request.body as Login).username, 'base64url')}`,
     max: fastify.config.TOKEN_USERNAME_RATE_LIMIT,
     timeWindow: USERNAME_WINDOW_MS,
     allowList: async (request) => {
