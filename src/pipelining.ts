@@ -86,7 +86,8 @@ function endAfterLastAnswer (socket: Socket) {
 function handle (line: Line, handler: Handler, req: IncomingMessage, res: ServerResponse) {
   line.busy = true
   const { socket } = req
-  res.once('close', () => next(line, socket))
+  // `on`, not `once`: a response closes once, and `once` wraps and removes on every request
+  res.on('close', () => next(line, socket))
   handler(req, res)
 }
 

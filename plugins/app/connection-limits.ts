@@ -181,7 +181,8 @@ export default fp(async function connectionLimits (fastify) {
     const requests = inFlight.get(socket)
     if (requests === undefined) return
     inFlight.set(socket, Math.max(requests, 0) + 1)
-    response.once('close', () => {
+    // `on`, not `once`: a response closes once, and `once` wraps and removes on every request
+    response.on('close', () => {
       const left = inFlight.get(socket)
       if (left !== undefined) inFlight.set(socket, left - 1)
     })
