@@ -250,16 +250,15 @@ const DELETE = `WITH deleted AS (
          SELECT id FROM deleted`
 // PostgreSQL writes the JSON of a page of the listing itself: one string reaches Node instead of
 // rows to parse, build and serialize again
-const LISTING_PAGE = `SELECT count(*)::int4 AS count, max(id)::text AS last_id,
-                coalesce(string_agg(row_to_json(page)::text, ',' ORDER BY id), '') AS json
+const PAGE_JSON = "count(*)::int4 AS count, max(id)::text AS last_id, coalesce(string_agg(row_to_json(page)::text, ',' ORDER BY id), '') AS json"
+const LISTING_PAGE = `SELECT ${PAGE_JSON}
          FROM (SELECT id, title, author, year FROM books WHERE id > $1 ORDER BY id LIMIT $2) page`
 // The page of up to $3 books that starts $2 books after $1, read ahead of the page before it
 // (src/listing-stream.ts); `after_id` says where it started, for the listing to check
 const LISTING_PAGE_BEYOND = `WITH boundary AS MATERIALIZED (
            SELECT id FROM books WHERE id > $1 ORDER BY id OFFSET $2::int8 - 1 LIMIT 1
          )
-         SELECT (SELECT id FROM boundary)::text AS after_id, count(*)::int4 AS count, max(id)::text AS last_id,
-                coalesce(string_agg(row_to_json(page)::text, ',' ORDER BY id), '') AS json
+         SELECT (SELECT id FROM boundary)::text AS after_id, ${PAGE_JSON}
          FROM (SELECT id, title, author, year FROM books WHERE id > (SELECT id FROM boundary) ORDER BY id LIMIT $3) page`
 
 // The feed's positions (src/db/migrations.ts, version 15). The changes committed and not yet

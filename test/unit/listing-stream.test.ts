@@ -19,7 +19,7 @@ const FIRST_LIMIT = 1001
  * `delayMs`, as a query reads its snapshot when it starts; the limits asked for, in order, and
  * how many reads were in flight at most.
  */
-function books (count: number, delayMs: number, { ahead = false, connectionFree = () => true } = {}) {
+function books (count: number, delayMs: number, { ahead = false, connectionFree = (): boolean => true } = {}) {
   const ids = Array.from({ length: count }, (_, i) => i + 1)
   const limits: number[] = []
   const signals: AbortSignal[] = []
