@@ -67,9 +67,10 @@ interface PageRead {
  * A client that waited for a page (it took the one before first) waits on the database: its next
  * page is twice as big, and, with `readBeyond`, the page after that is read at the same time, on
  * another connection, as the page that starts as many books after the last one sent as the next
- * page holds; both only while a connection is free for listings (`connectionFree`). Each page reads its own snapshot, so that holds only if nothing was written in
- * between: a page read ahead is kept only if it starts right after the last book of the page
- * before it, else it is dropped and read again after that book. Either way no book is listed
+ * page holds; both only while a connection is free for listings (`connectionFree`). Each page
+ * reads its own snapshot, so that holds only if nothing was written in between: a page read
+ * ahead is kept only if it starts right after the last book of the page before it, else it is
+ * dropped and read again after that book. Either way no book is listed
  * twice or out of order, and none that was there all along is left out. Whatever pages hold
  * beyond STREAM_PAGE, and the whole of a page read ahead, comes out of `budget`; with the
  * budget spent, a listing reads pages of STREAM_PAGE one after the other.
