@@ -41,7 +41,7 @@ export interface ListingResources {
    */
   connectionFree: () => boolean
   /** Reads a page ahead; without it, none is. */
-  readBeyond?: ReadPageBeyond
+  readBeyond?: ReadPageBeyond | undefined
 }
 
 /** A page asked for, its size, and the rows of the budget it holds. */

@@ -1,6 +1,7 @@
 import t from 'tap'
 import pg from 'pg'
 import { build, call, getToken } from '../helper.js'
+import { listingConnections } from '../../plugins/app/books-repository.js'
 import { MAX_WAIT_MS } from '../../src/db/batch.js'
 import { createDatabase, NEEDS_SERVER, ON_CITUS, waitForSessionsOnLock, WAITS_ON_A_LOCK } from '../helpers/database.js'
 
@@ -23,16 +24,19 @@ t.test('batched statements', async (t) => {
   await admin.connect()
   t.teardown(() => admin.end())
 
-  /** The statements that reach the driver while `fn` runs (every pg.Client; the admin one idles). */
-  async function countingStatements<T> (fn: () => Promise<T>): Promise<{ result: T, statements: number }> {
+  /**
+   * The statements that reach the driver while `fn` runs (every pg.Client; the admin one idles):
+   * how many, and their texts.
+   */
+  async function countingStatements<T> (fn: () => Promise<T>): Promise<{ result: T, statements: number, texts: string[] }> {
     const query = pg.Client.prototype.query
-    let statements = 0
+    const texts: string[] = []
     pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-      statements++
+      texts.push(typeof args[0] === 'string' ? args[0] : String((args[0] as { text?: string } | undefined)?.text))
       return (query as (...args: unknown[]) => unknown).apply(this, args)
     } as typeof query
     try {
-      return { result: await fn(), statements }
+      return { result: await fn(), statements: texts.length, texts }
     } finally {
       pg.Client.prototype.query = query
     }
@@ -187,5 +191,37 @@ t.test('batched statements', async (t) => {
     const created = await request({ method: 'POST', url: '/book', payload: { title: 'Last', author: 'A', year: 1 } })
     const { body } = await request({ method: 'GET', url: '/books' })
     t.strictSame(body.data.at(-1), created.body.data)
+  })
+
+  // src/listing-stream.ts reads a page ahead for a client that waits on the database; the rules
+  // that keep such a page: test/unit/listing-stream.test.ts, under writes: test/app/listing.test.ts
+  t.test('a whole listing taken at once reads pages ahead, each the page that starts where it says', async (t) => {
+    await admin.query(`INSERT INTO books (title, author, year)
+      SELECT 'Ahead ' || g, 'A', 2000 FROM generate_series(1, 20000) g`)
+    const ids = (await admin.query<{ id: string }>('SELECT id FROM books ORDER BY id')).rows.map((row) => row.id)
+    const { result: { status, body }, texts } = await countingStatements(() => request({ method: 'GET', url: '/books' }))
+    t.equal(status, 200)
+    t.strictSame((body.data as Array<{ id: number }>).map((book) => String(book.id)), ids, `every book once, in order (${ids.length})`)
+    const ahead = texts.filter((text) => text.includes('boundary')).length
+    const repository = app.booksRepository
+    if (app.sqlDialect === 'citus') {
+      t.equal(ahead, 0, 'none read ahead on Citus')
+      t.equal(repository.pageBeyond, undefined)
+      return
+    }
+    if (listingConnections(app.pg.pool.options.max ?? 0) === 1) {
+      // PGlite's pool of one: a page read ahead would only wait for the next one's connection
+      t.equal(ahead, 0, 'none read ahead with one connection for listings')
+    } else {
+      t.ok(ahead > 0, `${ahead} pages read ahead`)
+    }
+    const at = (i: number) => ({ key: null, id: ids[i]!, snapshot: null })
+    const beyond = await repository.pageBeyond!(at(9), 5, 3)
+    t.strictSame({ after: beyond.after, count: beyond.count, last: beyond.last?.id },
+      { after: ids[14], count: 3, last: ids[17] }, 'the 3 books after the 5 after the tenth')
+    t.strictSame((JSON.parse(`[${beyond.json}]`) as Array<{ id: number }>).map((book) => String(book.id)), ids.slice(15, 18))
+    const past = await repository.pageBeyond!(at(ids.length - 3), 3, 10)
+    t.strictSame({ after: past.after, count: past.count, last: past.last, json: past.json }, { after: null, count: 0, last: null, json: '' },
+      'past the last book: where it would start is none, and no books')
   })
 })

@@ -54,7 +54,7 @@ function books (count: number, delayMs: number, { ahead = false, connectionFree 
   }
   const stream = (budget: PageBudget) => {
     const first = page(0, FIRST_LIMIT)
-    return listingStream(`[${first.json}`, first, FIRST_LIMIT, readPage, { budget, connectionFree, ...(ahead ? { readBeyond } : {}) })
+    return listingStream(`[${first.json}`, first, FIRST_LIMIT, readPage, { budget, connectionFree, readBeyond: ahead ? readBeyond : undefined })
   }
   return { ids, limits, signals, stream, mostInFlight: () => mostInFlight, readsAhead: () => readsAhead }
 }

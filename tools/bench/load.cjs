@@ -352,8 +352,6 @@ function describe (command, args) {
 }
 
 module.exports = {
-  START_TIMEOUT_MS,
-  tail,
   waitUntilReady,
   startService,
   SECONDS,
