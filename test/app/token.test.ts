@@ -1,7 +1,7 @@
 /**
  * POST /token: the token the contract describes (HS256, only `exp`, 15 minutes ahead), the
  * rejections of wrong credentials and of bodies that are not a Login request, and the 500 of a
- * failing signer.
+ * failing signer. Tokens of one `exp` are one string, signed once.
  */
 import t from 'tap'
 import { build, expectEnvelope, PASSWORD, postToken, USERNAME } from '../helper.js'
@@ -42,6 +42,45 @@ t.test('POST /token issues an HS256 token with only exp, 15 minutes ahead', asyn
   t.equal(signature, hmac(`${headerSegment}.${payloadSegment}`), 'HMAC-SHA256 over header.payload with SECRET')
 
   const books = await app.inject({ method: 'GET', url: '/books', headers: { authorization: token } })
+  expectEnvelope(t, books, 200, 'Books retrieved successfully', [])
+})
+
+t.test('POST /token signs once per exp: the tokens of one second are one string, a later second gets its own', async (t) => {
+  const app = await build(t)
+  const sign = app.jwt.sign
+  let signCalls = 0
+  app.jwt.sign = ((payload: object) => {
+    signCalls++
+    return sign(payload)
+  }) as typeof sign
+  const issue = async () => (await postToken(app, { username: USERNAME, password: PASSWORD })).json().data.token as string
+
+  // Just after a second begins, so that the requests below have most of it
+  await new Promise((resolve) => setTimeout(resolve, 1000 - Date.now() % 1000 + 10))
+  const tokens = []
+  for (let i = 0; i < 6; i++) tokens.push(await issue())
+  // Grouped by exp, should a busy machine spread them over two seconds
+  const byExp = new Map<number, string[]>()
+  for (const token of tokens) {
+    const exp = decodeToken(token).payload.exp as number
+    byExp.set(exp, [...byExp.get(exp) ?? [], token])
+  }
+  t.ok(byExp.size < tokens.length, `six tokens, ${byExp.size} exp`)
+  for (const [exp, same] of byExp) {
+    t.equal(new Set(same).size, 1, `the tokens with exp ${exp} are one string`)
+    const [header, payload] = same[0]!.split('.')
+    t.equal(decodeToken(same[0]!).signature, hmac(`${header}.${payload}`), 'signed over its own header and payload')
+  }
+  t.equal(signCalls, byExp.size, 'signed once per exp')
+
+  const last = tokens.at(-1)!
+  await new Promise((resolve) => setTimeout(resolve, 1000 - Date.now() % 1000 + 10))
+  const later = await issue()
+  t.ok(decodeToken(later).payload.exp > decodeToken(last).payload.exp, 'a later second: a later exp')
+  t.equal(signCalls, byExp.size + 1, 'signed afresh')
+
+  // The token handed out again is accepted like any other
+  const books = await app.inject({ method: 'GET', url: '/books', headers: { authorization: last } })
   expectEnvelope(t, books, 200, 'Books retrieved successfully', [])
 })
 
