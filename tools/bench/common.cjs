@@ -116,20 +116,20 @@ function freePort () {
  * The service as `npm start` starts it: package.json's start command through `/bin/sh -c`, as
  * npm runs it (its `exec` makes the spawned pid the service itself), with node_modules/.bin on
  * PATH; `env` is added to the environment. `root`: another checkout's (BENCH_BASELINE, run.cjs);
- * `cpuProfileDir`: its `fastify` run by `node --cpu-prof`, the profile written there on exit
- * (`npm run profile`).
+ * `nodeFlags`: its `fastify` run by `node` with these flags, a profiler's (`npm run profile`).
  */
-function serviceCommand (env, { root = ROOT, cpuProfileDir } = {}) {
+function serviceCommand (env, { root = ROOT, nodeFlags = [] } = {}) {
   const { start } = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).scripts
   // BENCH_WORKERS > 1: the same command line, run by that many node:cluster workers
   const workers = Number(process.env.BENCH_WORKERS || 1)
-  if (workers > 1 && cpuProfileDir !== undefined) throw new Error('BENCH_WORKERS and a CPU profile do not go together')
+  const profiled = nodeFlags.length > 0
+  if (workers > 1 && profiled) throw new Error('BENCH_WORKERS and a CPU profile do not go together')
   const command = workers > 1
     ? start.replace(/^exec fastify start /, `exec node ${path.join(__dirname, 'cluster.cjs')} `)
-    : cpuProfileDir !== undefined
-      ? start.replace(/^exec fastify start /, `exec node --cpu-prof --cpu-prof-dir=${cpuProfileDir} ${path.join(root, 'node_modules', 'fastify-cli', 'cli.js')} start `)
+    : profiled
+      ? start.replace(/^exec fastify start /, `exec node ${nodeFlags.join(' ')} ${path.join(root, 'node_modules', 'fastify-cli', 'cli.js')} start `)
       : start
-  if ((workers > 1 || cpuProfileDir !== undefined) && command === start) throw new Error(`npm start is not \`exec fastify start ...\`: ${start}`)
+  if ((workers > 1 || profiled) && command === start) throw new Error(`npm start is not \`exec fastify start ...\`: ${start}`)
   return {
     start: command,
     command: '/bin/sh',

@@ -218,9 +218,9 @@ async function waitUntilReady (name, child, port, logPath, probe = issueToken) {
 /**
  * The service as `npm start` runs it (the caller's npm script built it) on `dbUrl`, its output
  * appended to `logPath`, its token limits out of the way (/token is measured, not the limiters);
- * `root` and `cpuProfileDir` as common.cjs's serviceCommand takes them.
+ * `root` and `nodeFlags` as common.cjs's serviceCommand takes them.
  */
-async function startService (track, dbUrl, secret, logPath, { name = 'service', root = ROOT, cpuProfileDir } = {}) {
+async function startService (track, dbUrl, secret, logPath, { name = 'service', root = ROOT, nodeFlags } = {}) {
   const port = await freePort()
   const { command, args, env } = serviceCommand({
     DB_URL: dbUrl,
@@ -229,7 +229,7 @@ async function startService (track, dbUrl, secret, logPath, { name = 'service', 
     LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
     TOKEN_RATE_LIMIT: '1000000000',
     TOKEN_USERNAME_RATE_LIMIT: '1000000000'
-  }, { root, cpuProfileDir })
+  }, { root, nodeFlags })
   const log = fs.openSync(logPath, 'a')
   const child = track(spawn(command, args, { cwd: root, env, stdio: ['ignore', log, log] }))
   fs.closeSync(log)
