@@ -124,7 +124,10 @@ async function main (bench) {
   const { dbUrl } = await bench.createDatabase()
   const profileDir = path.join(bench.tmpDir, 'profile')
   const logPath = path.join(bench.tmpDir, 'service.log')
-  const nodeFlags = PROFILER === 'perf' ? ['--perf-basic-prof'] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`]
+  // --perf-basic-prof also has V8 write its log, in the working directory unless told where
+  const nodeFlags = PROFILER === 'perf'
+    ? ['--perf-basic-prof', '--no-logfile-per-isolate', `--logfile=${path.join(bench.tmpDir, 'v8.log')}`]
+    : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`]
   const target = await startService(bench.track, dbUrl, randomBytes(36).toString('base64url'), logPath, { nodeFlags })
   const { port, child } = target
   await admin((c) => c.query(`INSERT INTO books (title, author, year)
