@@ -103,7 +103,7 @@ function perfSelfTimes (perfData, cpuMicros) {
 
 function perfOriginOf (symbol) {
   if (!symbol.startsWith('JS:')) {
-    return /^(Builtins_|v8::|Builtin:|Bytecodes?Handler|Stub:|BytecodeHandler)/.test(symbol) ? 'V8 (builtins, runtime, collector)' : '(native: Node.js, libuv, OpenSSL, libc)'
+    return /^(Builtins_|v8::|Builtin:|BytecodeHandler|Stub:)/.test(symbol) ? 'V8 (builtins, runtime, collector)' : '(native: Node.js, libuv, OpenSSL, libc)'
   }
   const url = /\s(\S+):\d+:\d+$/.exec(symbol)?.[1] ?? ''
   return url === '' ? '(JavaScript, unnamed)' : originOf(symbol, url)
