@@ -200,15 +200,18 @@ t.test('a list read in pages', { skip: STORE_INDEPENDENT || needsPrograms('chrom
     const filter = page.getByRole('searchbox', { name: 'Filter' })
     const quill = await ids('id', "title ILIKE '%quill%' OR author ILIKE '%quill%'")
     const before = listings.length
-    // When each key came, and the text it made
-    await page.evaluate(() => {
-      const typed: Array<[number, string]> = (window as unknown as { typed: Array<[number, string]> }).typed = []
-      document.getElementById('filter')!.addEventListener('input', (event) => typed.push([performance.now(), (event.target as HTMLInputElement).value]))
-    })
-    await filter.pressSequentially('QuIlL')
+    // The keys come in one task of the page, as a fast typist's do: a busy machine's real key
+    // presses came 200 to 400 ms apart, past the filter's delay, and each was then rightly asked for
+    await filter.focus()
+    await page.evaluate((text) => {
+      const box = document.getElementById('filter') as HTMLInputElement
+      for (let end = 1; end <= text.length; end++) {
+        box.value = text.slice(0, end)
+        box.dispatchEvent(new InputEvent('input', { bubbles: true, inputType: 'insertText', data: text[end - 1] }))
+      }
+    }, 'QuIlL')
     const filteringQueries = () => listings.slice(before).map(({ query }) => query).filter((query) => 'title' in query || 'author' in query)
-    // Keys may come slowly on a busy machine, and a text typed before may be asked for and shown
-    // first: until the whole text's pages were asked for
+    // Until the whole text's pages were asked for
     await settle(async () => filteringQueries().filter((query) => (query.title ?? query.author) === 'QuIlL').length, (n) => n >= 2)
     const matches = /^(At least )?[\d,]+ of more than 1,000 books$/
     t.match(await statusReads(page, matches), matches, 'the first pages of matches: how many so far')
@@ -217,12 +220,8 @@ t.test('a list read in pages', { skip: STORE_INDEPENDENT || needsPrograms('chrom
       { limit: '100', sort: 'id', title: 'QuIlL' },
       { limit: '100', sort: 'id', author: 'QuIlL' }
     ], 'a first page of titles and one of authors, for the whole text')
-    // A key that came less than 100 ms after the one before: the text before it was not asked for
-    const typed = await page.evaluate(() => (window as unknown as { typed: Array<[number, string]> }).typed)
-    const skipped = typed.filter(([at], index) => index < typed.length - 1 && typed[index + 1]![0] - at < 100).map(([, text]) => text)
-    const asked = new Set(filtering.map((query) => query.title ?? query.author))
-    t.ok(skipped.length > 0, `keys came quickly: ${typed.map(([at, text]) => `${text} at ${Math.round(at)} ms`).join(', ')}`)
-    t.strictSame(skipped.filter((text) => asked.has(text)), [], `none of the texts typed on quickly was asked for (${[...asked].join(', ')})`)
+    t.strictSame([...new Set(filtering.map((query) => query.title ?? query.author))], ['QuIlL'],
+      'none of the texts before the last key was asked for')
     const { wrong } = await scrollToEnd(page, quill, { everyRow: true })
     t.strictSame(wrong, [], `every row, scrolled through one screen at a time, is the book of its place among the ${quill.length} that match`)
     t.equal(await statusReads(page, `${quill.length} of more than 1,000 books`), `${quill.length} of more than 1,000 books`,
