@@ -16,7 +16,7 @@ const ROUNDS = positive('ROUNDS', 3)
 // While working on one scenario: BENCH_ONLY=POST runs the scenarios whose name contains it
 const ONLY = process.env.BENCH_ONLY || undefined
 const WARMUP_SECONDS = 1
-const CONNECTIONS = 32
+const CONNECTIONS = positive('BENCH_CONNECTIONS', 32)
 const THREADS = 2
 const BOOKS = 100
 
