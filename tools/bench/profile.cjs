@@ -137,11 +137,14 @@ async function main (bench) {
   const listing = await scenario.target?.(port, token)
   await run(scenario, target, token, WARMUP_SECONDS, listing)
   const perfData = path.join(bench.tmpDir, 'perf.data')
-  const recording = PROFILER === 'perf' ? recordWithPerf(bench, child.pid, perfData) : null
+  // Its failure kept, not left unhandled: perf refused at once (perf_event_paranoid) would end
+  // the process in the middle of the run, the service and the database left behind
+  const recording = PROFILER === 'perf' ? recordWithPerf(bench, child.pid, perfData).then(() => null, (err) => err) : null
   const cpuBefore = cpuSeconds(child.pid)
   const result = await run(scenario, target, token, SECONDS, listing)
   const cpu = cpuSeconds(child.pid) - cpuBefore
-  await recording
+  const perfFailure = await recording
+  if (perfFailure) throw perfFailure
   await stopChild(child, 30_000)
   fs.rmSync(logPath)
 
@@ -149,7 +152,7 @@ async function main (bench) {
   let kept
   if (PROFILER === 'perf') {
     // Its samples cover the measured run: their shares are of the CPU the process spent in it
-    profile = { ...perfSelfTimes(perfData, cpu * 1e6), total: SECONDS * 1e6, busy: cpu * 1e6 }
+    profile = { ...perfSelfTimes(perfData, cpu * 1e6), busy: cpu * 1e6 }
     // perf reads a process's JavaScript names from /tmp/perf-<pid>.map: moved beside the data
     const map = path.join(bench.tmpDir, `perf-${child.pid}.map`)
     fs.renameSync(`/tmp/perf-${child.pid}.map`, map)
