@@ -27,8 +27,8 @@ import { ListingParser } from './listing-parser.js'
 import { PagedList } from './paged-list.js'
 
 /**
- * Past this many books the list is read in pages: about 12 MB of books held and a second to read
- * them all, past which holding every book costs more memory and waiting than a page costs. The
+ * Past this many books the list is read in pages: beyond it, holding every book costs more memory
+ * and waiting than a page costs (docs/performance.md, The console). The
  * page's address may ask for another number (`/console/?paged-above=0` reads every list in pages).
  */
 const PAGED_ABOVE = 100_000

@@ -1,6 +1,6 @@
 /**
- * The README's configuration table restates src/config.ts for a newcomer; this test holds the
- * two equal. Every variable of the schema has one row and every row names one of the schema's
+ * The configuration table of docs/configuration.md restates src/config.ts for a reader; this test
+ * holds the two equal. Every variable of the schema has one row and every row names one of the schema's
  * variables; `Required` is `yes` exactly for those without a default that must be set; the
  * first value in backticks under `Default` is the schema's default (`empty` for an empty one,
  * `unset` for an optional variable without one); a range `N-M` in `Meaning` is the schema's
@@ -13,19 +13,20 @@ import { ConfigSchema, LOG_LEVELS, connectionBounds } from '../../src/config.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 
 /**
- * The file-descriptor limit of the README's examples: the defaults that depend on the machine
+ * The file-descriptor limit of the table's examples: the defaults that depend on the machine
  * are shown as they are there.
  */
 const EXAMPLE_FILE_LIMIT = 20_000
 
 interface Row { variable: string, cells: number, required: string, defaultCell: string, meaning: string }
 
-/** The rows of the table in the README's Configuration section. */
+/** The rows of the table in the section of docs/configuration.md on the service's variables. */
 function tableRows (): Row[] {
-  const readme = readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8')
-  const start = readme.indexOf('\n## Configuration\n')
-  const end = readme.indexOf('\n## ', start + 1)
-  const section = readme.slice(start, end === -1 ? undefined : end)
+  const doc = readFileSync(join(PROJECT_ROOT, 'docs', 'configuration.md'), 'utf8')
+  const start = doc.indexOf("\n## The service's variables\n")
+  if (start === -1) throw new Error("docs/configuration.md has no section on the service's variables")
+  const end = doc.indexOf('\n## ', start + 1)
+  const section = doc.slice(start, end === -1 ? undefined : end)
   return section.split('\n').flatMap((line) => {
     const cells = /^\| `([A-Z_]+)` \|(.*)\|$/.exec(line)
     if (cells === null) return []
@@ -39,7 +40,7 @@ type Property = { default?: unknown, minimum?: number, maximum?: number }
 const properties = ConfigSchema.properties as Record<string, Property>
 const required = new Set<string>(ConfigSchema.required ?? [])
 
-/** The default as the README shows it: the schema's, or the example machine's where it depends on the machine. */
+/** The default as the table shows it: the schema's, or the example machine's where it depends on the machine. */
 function shownDefault (variable: string): unknown {
   const bounds = connectionBounds(EXAMPLE_FILE_LIMIT)
   if (variable === 'MAX_CONNECTIONS') return bounds.maxConnections

@@ -10,7 +10,7 @@
  *    second for BENCH_CHANGES_SECONDS, sent at their times whether the last was answered or
  *    not, then a burst of BENCH_CHANGES_BURST sent at once. For each write: the time from its
  *    answer arriving here to its event (kind, book id and title) arriving on each feed. Feed A is
- *    the instance that wrote; B and C are the issue's bound: 1 s at the 99th percentile.
+ *    the instance that wrote; B and C are held to a bound: 1 s at the 99th percentile.
  * 2. **1,000 subscribers.** One instance alone on the same database, directly on PostgreSQL,
  *    with MAX_CONNECTIONS_PER_ADDRESS raised (every feed comes from 127.0.0.1). GET /book/<id>
  *    under autocannon (10 connections, BENCH_CHANGES_LOAD_SECONDS), BENCH_CHANGES_ROUNDS rounds
@@ -59,7 +59,7 @@ const LOG_CHANGES = positive('BENCH_CHANGES_LOG', 20_000)
 /** The alone instance's bound per client address: every feed of step 2 comes from 127.0.0.1. */
 const PER_ADDRESS = SUBSCRIBERS + 1000
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL ?? 'warn'
-/** The bounds. */
+/** The bounds the feed is held to, printed beside each step's figures. */
 const DELAY_BOUND_MS = 1000
 const MEMORY_BOUND_MB = 150
 const P99_BOUND_RATIO = 2

@@ -19,9 +19,8 @@
  * - sorting by title: the click to the rows drawn.
  *
  * The reference, up to 1,000,000 books, in the same browser, in a fresh context of its own: the
- * naive page, `await (await fetch('/books')).json()`, which holds every book, as the console did
- * before it read long lists in pages (10,000,000 books are a 1 GB answer, more than a page can
- * parse).
+ * naive page, `await (await fetch('/books')).json()`, which holds every book (10,000,000 books
+ * are a 1 GB answer, more than a page can parse).
  *
  * The books are those of `npm run bench:list` (tools/bench/common.cjs, `listDatabase`), in its
  * kept databases `bookkeeping_bench_list_<books>`: up to 1,000,000 books this benchmark seeds one
@@ -73,7 +72,7 @@ const KEY_DELAY_MS = 80
 const WHEEL_STEPS = 100
 const WHEEL_PX = 600
 const WHEEL_INTERVAL_MS = 50
-/** The issue's targets */
+/** What the console aims at (docs/console.md, Figures) */
 const FIRST_ROWS_TARGET_MS = 300
 const FILTER_TARGET_MS = 300
 const HEAP_TARGET_BYTES = 100e6
@@ -351,7 +350,7 @@ async function consoleRound (browser, browserSession, service, size, log) {
   }
 }
 
-/** The reference: the whole list fetched and parsed at once, as the console held it before. */
+/** The reference: the whole list fetched and parsed at once, held whole. */
 async function naiveRound (browser, browserSession, service, size, pageToken, log) {
   const { context, page } = await openPage(browser, log, `naive ${group(size)}`)
   try {

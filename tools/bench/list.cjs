@@ -11,8 +11,8 @@
  *    started on them: its migration builds the indexes on the full table while a writer inserts,
  *    updates and deletes books, whose slowest write is printed (a migration must not block writes
  *    for more than a second). The database is kept (`bookkeeping_bench_list_<books>`) and used
- *    again by the next run; BENCH_LIST_RESEED=1 makes it anew. Seeding 10,000,000 books took
- *    about 2 minutes here, the migration about 6.
+ *    again by the next run; BENCH_LIST_RESEED=1 makes it anew. How long seeding and the
+ *    migration take: docs/performance.md, The list at any size.
  * 2. For each sort, the first page (`limit=100`) and the page 50,000 books deep (its cursor found
  *    by walking there in pages of 1,000); the `title` filter with the common and the rare word;
  *    the `author` filter. Each with one client (BENCH_LIST_REQUESTS requests one after another,

@@ -57,7 +57,7 @@ wrk.path = "/books"
 wrk.headers["Authorization"] = token`,
     autocannon: (token) => ({ method: 'GET', path: '/books', headers: { authorization: token } })
   },
-  // The list issue's walks, on the service alone (the reference serves no pages): a first page by
+  // Walks of the paged listing, on the service alone (the reference serves no pages): a first page by
   // title, the page after it (its cursor read once before the runs), and a filter
   listingScenario('GET /books?limit=20&sort=title', () => '/books?limit=20&sort=title'),
   listingScenario('GET /books?limit=20&sort=title, the next page', nextPage('/books?limit=20&sort=title')),

@@ -11,7 +11,7 @@
  * Two profilers (PROFILE_WITH):
  * - `v8` (the default): `node --cpu-prof`. Its samples are on a wall clock: time the process
  *   spent descheduled is charged to the function it was in, most often a write that woke another
- *   process (docs/performance.md, Reading a profile). The `.cpuprofile` is kept: Chrome's
+ *   process (docs/performance.md, How to measure). The `.cpuprofile` is kept: Chrome's
  *   DevTools (Performance, load profile) and speedscope draw it as a flame graph.
  * - `perf`: Linux's `perf record` on the process (`perf` from Debian's linux-perf), with
  *   `node --perf-basic-prof` naming the JavaScript functions. CPU time only, every thread's (the
