@@ -2,12 +2,11 @@ import type { Readable } from 'node:stream'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
-import type { ListingPage } from '../plugins/app/books-repository.js'
 import { FIRST_VERSION, acceptedVersions, entityTag, noneMatchHolds, parseTagCondition, type TagCondition } from '../src/entity-tags.js'
 import { Message, SuccessSchema, envelope, failureSchemas } from '../src/envelope.js'
 import { ApiError, errorHandler } from '../src/errors.js'
 import { isWalk, listingCursors, nextPage, walkOf, type Position } from '../src/listing.js'
-import { GROWN_PAGE_ROWS, PageBudget, listingStream, type ReadPage, type ReadPageBeyond } from '../src/listing-stream.js'
+import { GROWN_PAGE_ROWS, PageBudget, listingStream, type ListingPage, type ReadPage, type ReadPageBeyond } from '../src/listing-stream.js'
 import { BookCreateSchema, BookParamsSchema, BookPatchSchema, BookSchema, isBookId } from '../src/schemas/book.js'
 import { IdempotencyKeyHeaderSchema, idempotencyKey } from '../src/schemas/idempotency-key.js'
 import { ListingQuerySchema } from '../src/schemas/listing.js'
@@ -82,10 +81,10 @@ function throwIfRefused<T> (outcome: T | 'missing' | 'mismatch'): T {
 }
 
 const books: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { booksRepository, authenticate } = fastify
+  const { booksRepository, listingsRepository, authenticate } = fastify
   const cursors = listingCursors(fastify.config.SECRET_TOKEN)
   const grownPages = new PageBudget(GROWN_PAGE_ROWS)
-  const readPlainPage = (after: Position, limit: number, signal: AbortSignal) => booksRepository.pageAfter(after.id, limit, signal)
+  const readPlainPage = (after: Position, limit: number, signal: AbortSignal) => listingsRepository.pageAfter(after.id, limit, signal)
 
   /** The versions of book `id` an `If-Match` allows a write on; null without one, or for `*`. */
   async function ifMatchVersions (value: string | undefined, id: string): Promise<number[] | null> {
@@ -99,7 +98,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       ? `${LISTING_START}${first.json}]}`
       // Too many to hold: stream them, page by page, as the client reads
       : listingStream(`${LISTING_START}${first.json}`, first, SMALL_LISTING + 1, readPage,
-        { budget: grownPages, connectionFree: booksRepository.listingConnectionFree, readBeyond }))
+        { budget: grownPages, connectionFree: listingsRepository.connectionFree, readBeyond }))
   }
 
   // Registered inside this plugin, so it guards exactly the book routes
@@ -172,7 +171,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
     const { query } = request
     if (!isWalk(query)) {
       // Every book, as the contract's listing always was
-      return sendListing(reply, await booksRepository.firstPage(SMALL_LISTING + 1), readPlainPage, booksRepository.pageBeyond)
+      return sendListing(reply, await listingsRepository.firstPage(SMALL_LISTING + 1), readPlainPage, listingsRepository.pageBeyond)
     }
     const walk = walkOf(query)
     if (walk === null) throw invalidQuery()
@@ -180,15 +179,15 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
     if (position === null && query.cursor !== undefined) throw invalidQuery()
     if (query.limit !== undefined) {
       const limit = Number(query.limit)
-      const page = await booksRepository.walkPage(walk, position, limit)
+      const page = await listingsRepository.walkPage(walk, position, limit)
       // A full page may have more after it; the page after the last full one is empty
       if (page.count === limit && page.last !== null) {
         reply.header('link', `<${nextPage(query, cursors.encode(walk, page.last))}>; rel="next"`)
       }
       return sendWrittenJson(reply, `${LISTING_START}${page.json}]}`)
     }
-    return sendListing(reply, await booksRepository.walkPage(walk, position, SMALL_LISTING + 1),
-      (after, limit, signal) => booksRepository.walkPage(walk, after, limit, signal))
+    return sendListing(reply, await listingsRepository.walkPage(walk, position, SMALL_LISTING + 1),
+      (after, limit, signal) => listingsRepository.walkPage(walk, after, limit, signal))
   })
 
   fastify.get('/book/:id', {

@@ -15,13 +15,17 @@ import consolePages from '../plugins/app/console.js'
 import connectionLimits from '../plugins/app/connection-limits.js'
 import lingeringClose from '../plugins/app/lingering-close.js'
 import booksRepository from '../plugins/app/books-repository.js'
+import changeLog from '../plugins/app/change-log.js'
+import idempotencyKeys from '../plugins/app/idempotency-keys.js'
 import idempotencyKeysSweep from '../plugins/app/idempotency-keys-sweep.js'
 import changesFeed from '../plugins/app/changes-feed.js'
 import loginAttempts from '../plugins/app/login-attempts.js'
 import httpEdge, { clientErrorHandler, frameworkErrors } from '../plugins/app/http-edge.js'
 import jsonBody from '../plugins/app/json-body.js'
+import listingsRepository from '../plugins/app/listings-repository.js'
 import metrics from '../plugins/app/metrics.js'
 import migrate from '../plugins/app/migrate.js'
+import readBudget from '../plugins/app/read-budget.js'
 import responseHeaders from '../plugins/app/response-headers.js'
 import sendTimeout from '../plugins/app/send-timeout.js'
 import shutdown from '../plugins/app/shutdown.js'
@@ -110,7 +114,11 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
   await fastify.register(rateLimit)
   await fastify.register(loginAttempts)
   await fastify.register(authenticate)
+  await fastify.register(readBudget)
   await fastify.register(booksRepository)
+  await fastify.register(listingsRepository)
+  await fastify.register(changeLog)
+  await fastify.register(idempotencyKeys)
   await fastify.register(idempotencyKeysSweep)
   await fastify.register(changesFeed)
 

@@ -69,7 +69,7 @@ export const ConfigSchema = Type.Object({
   // The address that port is bound to: an IP address or a host name, not a URL or a port
   ADMIN_HOST: Type.String({ pattern: '^([0-9A-Fa-f:.]+|[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*)$', default: DEFAULT_ADMIN_HOST, description: 'an IP address or a host name' }),
   DB_POOL_MAX: Type.Integer({ minimum: 1, maximum: 100, default: 10, description: 'an integer from 1 to 100' }),
-  // Which SQL the service sends for what Citus cannot run across shards (plugins/app/books-repository.ts):
+  // Which SQL the service sends for what Citus cannot run across shards (src/db/dialect.ts):
   // auto, Citus's on a server with the citus extension and PostgreSQL's elsewhere; citus, Citus's
   // on any server, which is how the tests run that SQL on plain PostgreSQL and PGlite
   DB_DIALECT: Type.Union([Type.Literal('auto'), Type.Literal('citus')], { default: 'auto', description: 'auto or citus' }),

@@ -3,7 +3,6 @@
  * `GET /books`), and the budget of rows its growing pages share.
  */
 import { Readable } from 'node:stream'
-import type { ListingPage } from '../plugins/app/books-repository.js'
 import type { Position } from './listing.js'
 
 /**
@@ -22,6 +21,13 @@ export const STREAM_PAGE = 500
  */
 export const STREAM_PAGE_MAX = 8000
 export const GROWN_PAGE_ROWS = 250_000
+
+/** A page of a listing: its books as comma-separated Book JSON, their count, where it ended. */
+export interface ListingPage {
+  count: number
+  last: Position | null
+  json: string
+}
 
 export type ReadPage = (after: Position, limit: number, signal: AbortSignal) => Promise<ListingPage>
 /**

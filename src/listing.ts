@@ -1,7 +1,7 @@
 /**
  * What a `GET /books` with query parameters asks for (a walk: its order and filters), where a
  * walk goes on (a position, carried between pages in a signed cursor), and the `Link` to the next
- * page. The SQL of a walk is in plugins/app/books-repository.ts; docs/api.md, Pages, has the rules.
+ * page. The SQL of a walk is in plugins/app/listings-repository.ts; docs/api.md, Pages, has the rules.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { isBookId } from './schemas/book.js'
@@ -31,7 +31,7 @@ export interface Position {
   id: string
   snapshot: string | null
   /**
-   * How the walk's pages read the books, decided at its first page (plugins/app/books-repository.ts,
+   * How the walk's pages read the books, decided at its first page (plugins/app/listings-repository.ts,
    * readsMatchesFirst); absent in cursors made before it was kept, where a page decides again.
    */
   matchesFirst?: boolean

@@ -3,7 +3,7 @@
  * docs/api.md, Live changes), and the hooks that run it:
  *
  * - one reader per instance, while it has feeds open: every POLL_MS it places the committed
- *   changes in the feed's order (plugins/app/books-repository.ts, `readChanges`) and reads those
+ *   changes in the feed's order (plugins/app/change-log.ts, `readChanges`) and reads those
  *   after the last it has sent, then hands them to every subscriber of this process. The
  *   database work does not grow with the subscribers, and an instance without any does none.
  *   Polling, not LISTEN: a pooler in transaction mode (PgBouncer) delivers no notifications;
@@ -21,12 +21,10 @@
 import type { ServerResponse } from 'node:http'
 import { Readable } from 'node:stream'
 import fp from 'fastify-plugin'
-import pLimit from 'p-limit'
 import { Gauge } from 'prom-client'
 import { KEEP_ALIVE, TOKEN_EXPIRED, changeIds, event, feedStart, reset, type ChangeIds } from '../../src/changes.js'
 import { removeInBatches } from '../../src/db/batched-removal.js'
-import type { Change } from './books-repository.js'
-import { listingConnections } from './books-repository.js'
+import type { Change } from './change-log.js'
 
 /** The log keeps every change for at least this long, and at least the last CHANGES_KEPT_COUNT. */
 export const CHANGES_KEPT_HOURS = 24
@@ -138,10 +136,8 @@ class Subscription {
 }
 
 export default fp(async function changesFeed (fastify) {
-  const { booksRepository: repository, log, config } = fastify
+  const { changeLog: repository, readBudget, log, config } = fastify
   const ids = changeIds(config.SECRET_TOKEN)
-  // Catch-ups read the log at most with half the pool's connections at once, as listings do
-  const catchUpQueries = pLimit(listingConnections(fastify.pg.pool.options.max))
   const subscriptions = new Set<Subscription>()
   const live = new Set<Subscription>()
 
@@ -275,7 +271,7 @@ export default fp(async function changesFeed (fastify) {
         subscription.position = page.at(-1)!.position
       } else {
         const after = subscription.position
-        const changes = await catchUpQueries(() => subscription.ended ? [] : repository.changesAfter(after, CATCH_UP_PAGE))
+        const changes = await readBudget(() => subscription.ended ? [] : repository.changesAfter(after, CATCH_UP_PAGE))
         if (subscription.ended) return
         if (changes.length === 0 || changes[0]!.position !== after + 1) {
           // Pruned while this feed caught up: what it missed is no longer there
@@ -342,4 +338,4 @@ export default fp(async function changesFeed (fastify) {
     while (await repository.placeChanges(PLACE_BATCH) === PLACE_BATCH);
     return repository.pruneChanges(keepSeconds, CHANGES_KEPT_COUNT, limit)
   })
-}, { name: 'changes-feed', dependencies: ['books-repository', 'metrics', 'env'] })
+}, { name: 'changes-feed', dependencies: ['change-log', 'read-budget', 'metrics', 'env'] })

@@ -12,5 +12,5 @@ export const IDEMPOTENCY_KEY_RETENTION_HOURS = 24
 
 export default fp(async function idempotencyKeysSweep (fastify) {
   const retentionSeconds = IDEMPOTENCY_KEY_RETENTION_HOURS * 3600
-  removeInBatches(fastify, 'expired idempotency keys', (limit) => fastify.booksRepository.sweepKeys(retentionSeconds, limit))
-}, { name: 'idempotency-keys-sweep', dependencies: ['books-repository'] })
+  removeInBatches(fastify, 'expired idempotency keys', (limit) => fastify.idempotencyKeys.sweep(retentionSeconds, limit))
+}, { name: 'idempotency-keys-sweep', dependencies: ['idempotency-keys'] })

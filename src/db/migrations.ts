@@ -52,7 +52,7 @@ export const migrations: readonly Migration[] = [
     // `version` makes a book's ETag; it grows by one with each update that changes the book.
     // `*_xid`: the transaction that last changed that field (null: not since the book was
     // created); a walk over the pages of a sorted listing leaves out, after its first page, the
-    // books whose sort field changed after it began (plugins/app/books-repository.ts, walks).
+    // books whose sort field changed after it began (plugins/app/listings-repository.ts, walks).
     // A column with a constant default is added without rewriting the table
     sql: `ALTER TABLE books
       ADD COLUMN version integer NOT NULL DEFAULT 1,
@@ -99,7 +99,7 @@ export const migrations: readonly Migration[] = [
     // statement that makes it, so a change is here if and only if it committed. `seq` is drawn
     // as the row is inserted, after the write has its row lock: a later change of the same book
     // always has a higher one. `position`, the order of the feed, is given later, in `seq` order,
-    // to the changes that have committed (plugins/app/books-repository.ts, STAMP_CHANGES): seq
+    // to the changes that have committed (plugins/app/change-log.ts, PLACE_CHANGES): seq
     // alone cannot be read in order, since a transaction that drew 99 may commit after the one
     // that drew 100. `book` is the JSON the feed sends. Not distributed on Citus: one table on
     // the coordinator, whose snapshots are the ones the positions are given in (`onCoordinator`)

@@ -9,7 +9,7 @@ import { createDatabase } from '../helpers/database.js'
 
 t.test('the app\'s decorators are visible on the root instance', async (t) => {
   const app = await build(t)
-  for (const name of ['config', 'pg', 'booksRepository', 'metrics', 'jwt', 'authenticate', 'isClosing']) {
+  for (const name of ['config', 'pg', 'sqlDialect', 'readBudget', 'booksRepository', 'listingsRepository', 'changeLog', 'idempotencyKeys', 'metrics', 'jwt', 'authenticate', 'isClosing']) {
     t.ok(app.hasDecorator(name), `app.${name}`)
   }
   t.equal(typeof app.booksRepository.find, 'function', 'the repository itself, not a copy in a child context')

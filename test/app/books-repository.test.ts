@@ -1,15 +1,15 @@
 import t from 'tap'
 import pg from 'pg'
 import { build, call, getToken } from '../helper.js'
-import { listingConnections } from '../../plugins/app/books-repository.js'
+import { listingConnections } from '../../plugins/app/read-budget.js'
 import { MAX_WAIT_MS } from '../../src/db/batch.js'
 import { createDatabase, NEEDS_SERVER, ON_CITUS, waitForSessionsOnLock, WAITS_ON_A_LOCK } from '../helpers/database.js'
 
 /**
  * Concurrent finds, creates, updates and listings share statements (src/db/batch.ts, used by
- * plugins/app/books-repository.ts). Each
- * test sends its requests together, checks that every answer is the one it would get alone,
- * and that fewer statements than requests reached PostgreSQL: without batching that check fails.
+ * plugins/app/books-repository.ts and plugins/app/listings-repository.ts). Each test sends its
+ * requests together, checks that every answer is the one it would get alone, and that fewer
+ * statements than requests reached PostgreSQL: without batching that check fails.
  */
 t.test('batched statements', async (t) => {
   const dbUrl = await createDatabase(t)
@@ -17,7 +17,7 @@ t.test('batched statements', async (t) => {
   // The SQL the checks below branch on: Citus's on a coordinator and with TEST_DB_DIALECT=citus
   // (npm run test:citus-sql), PostgreSQL's otherwise. Were DB_DIALECT lost on the way, the
   // Citus pass would test PostgreSQL's SQL again and pass
-  t.equal(app.sqlDialect, ON_CITUS || process.env.TEST_DB_DIALECT === 'citus' ? 'citus' : 'postgres', 'the SQL dialect of this run')
+  t.equal(app.sqlDialect.name, ON_CITUS || process.env.TEST_DB_DIALECT === 'citus' ? 'citus' : 'postgres', 'the SQL dialect of this run')
   const token = await getToken(app)
   const request = (options: Parameters<typeof call>[2]) => call(app, token, options)
   const admin = new pg.Client({ connectionString: dbUrl })
@@ -58,8 +58,8 @@ t.test('batched statements', async (t) => {
       t.strictSame({ title: row.title, author: row.author, year: row.year }, books[i], `stored ${i}`)
     }
     const transactions = new Set(rows.map((row) => row.transaction)).size
-    if (app.sqlDialect === 'citus') {
-      // Citus's SQL: a create without a key is a statement of its own (plugins/app/books-repository.ts)
+    if (app.sqlDialect.name === 'citus') {
+      // Citus's SQL: a create without a key is a statement of its own (src/db/dialect.ts)
       t.equal(transactions, books.length, `${books.length} creates committed in ${transactions} transactions, one each`)
     } else {
       t.ok(transactions < books.length, `${books.length} creates committed in ${transactions} transactions`)
@@ -106,8 +106,8 @@ t.test('batched statements', async (t) => {
       if (row === undefined) t.equal(status, 404, `update of missing ${targets[i]}`)
       else t.strictSame(body.data, { id: row.id, title: `Up ${row.year}`, author: `Author of ${row.id}`, year: row.year })
     }
-    if (app.sqlDialect === 'citus') {
-      // Citus's SQL: a statement per update, each locking one row (plugins/app/books-repository.ts)
+    if (app.sqlDialect.name === 'citus') {
+      // Citus's SQL: a statement per update, each locking one row (src/db/dialect.ts)
       t.ok(statements >= targets.length, `${targets.length} updates in ${statements} statements, one or more each`)
     } else {
       t.ok(statements < targets.length, `${targets.length} updates in ${statements} statements`)
@@ -181,8 +181,8 @@ t.test('batched statements', async (t) => {
   t.test('the change log is read in position order, past a power of ten', async (t) => {
     // Read as the text of the positions, 10 came before 2
     await Promise.all(Array.from({ length: 12 }, (_, i) => request({ method: 'POST', url: '/book', payload: { title: `Change ${i}`, author: 'A', year: 1 } })))
-    await app.booksRepository.placeChanges(1000)
-    const positions = (await app.booksRepository.changesAfter(0, 1000)).map((change) => change.position)
+    await app.changeLog.placeChanges(1000)
+    const positions = (await app.changeLog.changesAfter(0, 1000)).map((change) => change.position)
     t.ok(positions.length >= 12, `${positions.length} changes placed`)
     t.strictSame(positions, Array.from({ length: positions.length }, (_, i) => i + 1))
   })
@@ -203,8 +203,8 @@ t.test('batched statements', async (t) => {
     t.equal(status, 200)
     t.strictSame((body.data as Array<{ id: number }>).map((book) => String(book.id)), ids, `every book once, in order (${ids.length})`)
     const ahead = texts.filter((text) => text.includes('boundary')).length
-    const repository = app.booksRepository
-    if (app.sqlDialect === 'citus') {
+    const repository = app.listingsRepository
+    if (app.sqlDialect.name === 'citus') {
       t.equal(ahead, 0, 'none read ahead on Citus')
       t.equal(repository.pageBeyond, undefined)
       return

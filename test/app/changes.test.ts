@@ -165,7 +165,7 @@ t.test('an id older than what the log keeps: `reset` first, then the feed goes o
   // What the prune of a day later does: everything but the last change. An instance keeps the
   // last changes it sent in memory, which the log always holds too (10,000 against 1,000,000);
   // here the log holds less: a new instance, with nothing in memory, reads it
-  t.equal(await service.app.booksRepository.pruneChanges(0, 1, 1000), 2, 'all but the last change pruned')
+  t.equal(await service.app.changeLog.pruneChanges(0, 1, 1000), 2, 'all but the last change pruned')
   const fresh = await instance(t, dbUrl)
   const behind = await feed(t, fresh, oldest)
   await behind.waitFor('reset', () => behind.events.length === 1)

@@ -29,14 +29,14 @@ t.test('a sweep removes at most one batch of expired keys, oldest first, and no 
   await db.query(STORE_KEYS, ['expired', SWEEP_BATCH * 2 + 500, IDEMPOTENCY_KEY_RETENTION_HOURS + 1])
   await db.query(STORE_KEYS, ['young', 50, IDEMPOTENCY_KEY_RETENTION_HOURS - 1])
 
-  t.equal(await app.booksRepository.sweepKeys(RETENTION_SECONDS, SWEEP_BATCH), SWEEP_BATCH, 'a full batch')
+  t.equal(await app.idempotencyKeys.sweep(RETENTION_SECONDS, SWEEP_BATCH), SWEEP_BATCH, 'a full batch')
   // Oldest first: the keys stored longest ago carry the highest numbers
   const { rows: [left] } = await db.query<{ n: number }>(
     "SELECT max(split_part(key, '-', 2)::int)::int AS n FROM idempotency_keys WHERE key LIKE 'expired-%'")
   t.equal(left!.n, SWEEP_BATCH + 500, 'the oldest went first')
-  t.equal(await app.booksRepository.sweepKeys(RETENTION_SECONDS, SWEEP_BATCH), SWEEP_BATCH)
-  t.equal(await app.booksRepository.sweepKeys(RETENTION_SECONDS, SWEEP_BATCH), 500)
-  t.equal(await app.booksRepository.sweepKeys(RETENTION_SECONDS, SWEEP_BATCH), 0, 'nothing left to sweep')
+  t.equal(await app.idempotencyKeys.sweep(RETENTION_SECONDS, SWEEP_BATCH), SWEEP_BATCH)
+  t.equal(await app.idempotencyKeys.sweep(RETENTION_SECONDS, SWEEP_BATCH), 500)
+  t.equal(await app.idempotencyKeys.sweep(RETENTION_SECONDS, SWEEP_BATCH), 0, 'nothing left to sweep')
   t.equal(await count('expired'), 0)
   t.equal(await count('young'), 50, 'keys within their retention stay')
 })
@@ -80,7 +80,7 @@ t.test('two instances sweeping at once remove every expired key once, and neithe
   await db.query(STORE_KEYS, ['expired', expired, IDEMPOTENCY_KEY_RETENTION_HOURS + 1])
   let removed = 0
   for (let round = 0; round < 20 && removed < expired; round++) {
-    const counts = await Promise.all([first, second].map((app) => app.booksRepository.sweepKeys(RETENTION_SECONDS, SWEEP_BATCH)))
+    const counts = await Promise.all([first, second].map((app) => app.idempotencyKeys.sweep(RETENTION_SECONDS, SWEEP_BATCH)))
     removed += counts[0]! + counts[1]!
   }
   t.equal(removed, expired, 'the removed keys, counted by both sweeps, are the expired ones')

@@ -216,7 +216,7 @@ t.test('a walk under concurrent writes lists each unchanged book exactly once', 
     ['year', (_, round) => ({ year: round % 2 === 0 ? 9999 : -9999 })]
   ]
   // With a filter that every seeded book matches, a page sorted by a field reads the matches
-  // first (few books: plugins/app/books-repository.ts, readsMatchesFirst); without, the index.
+  // first (few books: plugins/app/listings-repository.ts, readsMatchesFirst); without, the index.
   // The filter is on another field than the one the test changes besides the sort field; these
   // walks come first, while every seeded book matches
   for (const [sort, filter] of [['-title', '&title=title'], ['year', '&author=AUTHOR'],

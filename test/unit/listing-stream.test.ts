@@ -8,9 +8,8 @@
 import type { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
-import type { ListingPage } from '../../plugins/app/books-repository.js'
 import type { Position } from '../../src/listing.js'
-import { PageBudget, STREAM_PAGE, STREAM_PAGE_MAX, listingStream } from '../../src/listing-stream.js'
+import { PageBudget, STREAM_PAGE, STREAM_PAGE_MAX, listingStream, type ListingPage } from '../../src/listing-stream.js'
 
 const FIRST_LIMIT = 1001
 

@@ -1,0 +1,261 @@
+/**
+ * Adds `fastify.listingsRepository`, made by `createListingsRepository` (below) on the pool of
+ * @fastify/postgres once migrate has brought the tables up to date: the pages of `GET /books`,
+ * every book in id order or a walk (src/listing.ts), and the pages a long listing reads ahead
+ * (src/listing-stream.ts). Every page query runs within `fastify.readBudget`
+ * (plugins/app/read-budget.ts).
+ */
+import type { PostgresDb } from '@fastify/postgres'
+import fp from 'fastify-plugin'
+import type { LimitFunction } from 'p-limit'
+import type { QueryResultRow } from 'pg'
+import { batched } from '../../src/db/batch.js'
+import { BOOK_COLUMNS } from '../../src/db/books-sql.js'
+import { boundedQuery } from '../../src/db/bounded-query.js'
+import type { SqlDialect } from '../../src/db/dialect.js'
+import type { Position, Walk } from '../../src/listing.js'
+import type { ListingPage, PageBeyond } from '../../src/listing-stream.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    listingsRepository: ReturnType<typeof createListingsRepository>
+  }
+}
+
+// PostgreSQL writes the JSON of a page of the listing itself: one string reaches Node instead of
+// rows to parse, build and serialize again
+const PAGE_JSON = "count(*)::int4 AS count, max(id)::text AS last_id, coalesce(string_agg(row_to_json(page)::text, ',' ORDER BY id), '') AS json"
+const LISTING_PAGE = `SELECT ${PAGE_JSON}
+         FROM (SELECT ${BOOK_COLUMNS} FROM books WHERE id > $1 ORDER BY id LIMIT $2) page`
+// The page of up to $3 books that starts $2 books after $1, read ahead of the page before it
+// (src/listing-stream.ts); `after_id` says where it started, for the listing to check
+const LISTING_PAGE_BEYOND = `WITH boundary AS MATERIALIZED (
+           SELECT id FROM books WHERE id > $1 ORDER BY id OFFSET $2::int8 - 1 LIMIT 1
+         )
+         SELECT (SELECT id FROM boundary)::text AS after_id, ${PAGE_JSON}
+         FROM (SELECT ${BOOK_COLUMNS} FROM books WHERE id > (SELECT id FROM boundary) ORDER BY id LIMIT $3) page`
+
+/** The expression each sort orders by: titles and authors by code point, as their indexes are. */
+const SORT_KEYS = { id: 'id', title: 'title COLLATE "C"', author: 'author COLLATE "C"', year: 'year' } as const
+/** The column that says which transaction last changed each sort field (src/db/migrations.ts, version 3). */
+const CHANGED_BY = { title: 'title_xid', author: 'author_xid', year: 'year_xid' } as const
+
+/** An ILIKE pattern for the strings that contain `text` as it is: `%`, `_` and `\` are escaped. */
+function containing (text: string): string {
+  return `%${text.replace(/[\\%_]/g, '\\$&')}%`
+}
+
+/** The conditions of a walk's filters, each value a parameter that `parameter` adds. */
+function walkFilters (walk: Walk, parameter: (value: unknown, type: string) => string): string[] {
+  const filters: string[] = []
+  if (walk.title !== undefined) filters.push(`title ILIKE ${parameter(containing(walk.title), 'text')}`)
+  if (walk.author !== undefined) filters.push(`author ILIKE ${parameter(containing(walk.author), 'text')}`)
+  if (walk.yearFrom !== undefined) filters.push(`year >= ${parameter(walk.yearFrom, 'int4')}`)
+  if (walk.yearTo !== undefined) filters.push(`year <= ${parameter(walk.yearTo, 'int4')}`)
+  return filters
+}
+
+/**
+ * Below this many books that the planner expects a substring filter to match, a page sorted by
+ * a field reads the matches first (`walkPageQuery`). On ten million books (docs/performance.md,
+ * The list at any size): reading and sorting 20,000 matches took about 150 ms, and reading the
+ * order's index until a page was full 22 ms where the matches lay evenly, 1.3 s where they lay
+ * far along the order (an author's books, newest first).
+ */
+const MATCHES_FIRST_BELOW = 30_000
+
+/** The planner's estimate of how many books match a walk's filters (`EXPLAIN`, no rows read). */
+function matchesEstimateQuery (walk: Walk): { text: string, values: unknown[] } {
+  const values: unknown[] = []
+  const parameter = (value: unknown, type: string) => `$${values.push(value)}::${type}`
+  return { text: `EXPLAIN (FORMAT JSON) SELECT 1 FROM books WHERE ${walkFilters(walk, parameter).join(' AND ')}`, values }
+}
+
+interface WalkPageRow {
+  count: number
+  json: string
+  last_id: string | null
+  last_key?: string | null
+  snapshot?: string
+}
+
+/**
+ * The statement of one page of a walk (src/listing.ts): up to `limit` books of its filters, in
+ * its order, after `position`. Built from fixed pieces; every value is a parameter.
+ *
+ * A keyset page: after the book with sort key k and id i come the other books with key k and
+ * a higher id, then those with a key beyond k. Each of the two is one range of an index of the
+ * sort (src/db/migrations.ts), read from where the walk stands, so a deep page costs what the
+ * first does; the second is not read at all when the first fills the page.
+ *
+ * When sorting by a field, the first page also answers its snapshot, and later pages leave out
+ * the books whose sort field a transaction changed that the snapshot does not see as committed:
+ * such a book may have been listed already at its old place. A book whose sort field did not
+ * change stays in its place, and is listed exactly once. A transaction id beyond any this server
+ * has issued comes from another cluster (a restored dump): it is no change made during the walk.
+ * Not on Citus: there the CTE that reads the server's transactions would run on each worker,
+ * whose ids are not the coordinator's, and let changed books through (`issuedTransactions` of
+ * src/db/dialect.ts; docs/deployment.md, Citus).
+ *
+ * `matchesFirst` (a substring filter that matches few books, in another order than id): the
+ * books that match are found first, through the trigram indexes, and sorted, rather than the
+ * order's index read until the page is full. `OFFSET 0` keeps the planner from reading the
+ * matches in the order's index: then a page costs what the matches do, however they lie in the
+ * order (`readsMatchesFirst`).
+ */
+function walkPageQuery (
+  walk: Walk, position: Position | null, limit: number, dialect: SqlDialect, matchesFirst = false
+): { text: string, values: unknown[] } {
+  const values: unknown[] = [limit]
+  const parameter = (value: unknown, type: string) => `$${values.push(value)}::${type}`
+  const filters = walkFilters(walk, parameter)
+  const key = SORT_KEYS[walk.field]
+  const direction = walk.descending ? ' DESC' : ''
+  const order = walk.field === 'id' ? `id${direction}` : `${key}${direction}, id`
+  const last = walk.field === 'id' ? `id${walk.descending ? '' : ' DESC'}` : `${key}${walk.descending ? '' : ' DESC'}, id DESC`
+  const select = (conditions: string[], orderBy: string) => `SELECT ${BOOK_COLUMNS} FROM books` +
+    (conditions.length === 0 ? '' : ` WHERE ${conditions.join(' AND ')}`) + orderBy
+  const sortedBy = (orderBy: string) => ` ORDER BY ${orderBy} LIMIT $1`
+  let books: string
+  if (position === null) {
+    books = matchesFirst
+      ? `SELECT * FROM (${select(filters, ' OFFSET 0')}) matches${sortedBy(order)}`
+      : select(filters, sortedBy(order))
+  } else if (walk.field === 'id') {
+    books = select([...filters, `id ${walk.descending ? '<' : '>'} ${parameter(position.id, 'int8')}`], sortedBy(order))
+  } else {
+    const changedBy = CHANGED_BY[walk.field]
+    const snapshot = parameter(position.snapshot, 'pg_snapshot')
+    const beyondIssued = dialect.issuedTransactions === null ? '' : ` OR ${dialect.issuedTransactions.beyond(changedBy)}`
+    const unmoved = `(${changedBy} IS NULL OR pg_visible_in_snapshot(${changedBy}, ${snapshot})${beyondIssued})`
+    const at = parameter(position.key, walk.field === 'year' ? 'int4' : 'text')
+    const id = parameter(position.id, 'int8')
+    const beyond = `${key} ${walk.descending ? '<' : '>'} ${at}`
+    books = matchesFirst
+      ? `SELECT * FROM (${select([...filters, unmoved, `(${beyond} OR (${key} = ${at} AND id > ${id}))`], ' OFFSET 0')}) matches${sortedBy(order)}`
+      : `(${select([...filters, unmoved, `${key} = ${at}`, `id > ${id}`], sortedBy('id'))}) UNION ALL ` +
+        `(${select([...filters, unmoved, beyond], sortedBy(order))}) LIMIT $1`
+  }
+  // CTEs that read no table: the snapshot that starts a walk, which Citus runs on the coordinator
+  // (whose transactions mark the changes) before any shard is read (it reads each shard at its own
+  // moment: a snapshot taken after the reads could see a change that a read missed); or the
+  // transactions issued so far
+  const walkStart = walk.field !== 'id' && position === null
+  const cte = walkStart
+    ? 'WITH start AS MATERIALIZED (SELECT pg_current_snapshot()::text AS snapshot) '
+    : position?.snapshot == null ? '' : dialect.issuedTransactions?.cte ?? ''
+  const text = `${cte}SELECT count(*)::int4 AS count,
+           coalesce(string_agg(row_to_json(page)::text, ',' ORDER BY ${order}), '') AS json,
+           (array_agg(id ORDER BY ${last}))[1]::text AS last_id` +
+    (walk.field === 'id' ? '' : `, (array_agg(${walk.field}::text ORDER BY ${last}))[1] AS last_key`) +
+    (walkStart ? ', (SELECT snapshot FROM start) AS snapshot' : '') +
+    ` FROM (${books}) page`
+  return { text, values }
+}
+
+/**
+ * The listings' SQL. Ids are passed as the decimal strings `isBookId` accepted; the first pages
+ * of listings that start together are one statement (src/db/batch.ts), later pages each their own.
+ *
+ * Every page query (the first pages too) runs through `readBudget`, which lets only a part of the
+ * pool's connections read listings, and the feeds that catch up, at once: a thousand listings then
+ * wait for their next page in this process's queue (one query at most per listing, without a
+ * time limit), not in the pool's queue ahead of everyone else, where the 2 s connection bound
+ * cut them off and everyone else waited behind them.
+ */
+export function createListingsRepository (pg: PostgresDb, readBudget: LimitFunction, dialect: SqlDialect) {
+  const query = <R extends QueryResultRow>(text: string, values: unknown[]) => boundedQuery<R>(pg.pool, { text, values })
+
+  async function pageAfter (afterId: string, limit: number, signal?: AbortSignal): Promise<ListingPage> {
+    const { rows: [row] } = await readBudget(() => {
+      // A listing whose client left while this waited for its turn needs it no more
+      signal?.throwIfAborted()
+      return query<{ count: number, last_id: string | null, json: string }>(LISTING_PAGE, [afterId, limit])
+    })
+    return { count: row!.count, last: row!.last_id === null ? null : { key: null, id: row!.last_id, snapshot: null }, json: row!.json }
+  }
+
+  async function pageBeyond (after: Position, skip: number, limit: number, signal?: AbortSignal): Promise<PageBeyond> {
+    const { rows: [row] } = await readBudget(() => {
+      signal?.throwIfAborted()
+      return query<{ after_id: string | null, count: number, last_id: string | null, json: string }>(LISTING_PAGE_BEYOND, [after.id, skip, limit])
+    })
+    return {
+      after: row!.after_id,
+      count: row!.count,
+      last: row!.last_id === null ? null : { key: null, id: row!.last_id, snapshot: null },
+      json: row!.json
+    }
+  }
+
+  /**
+   * Whether a page of `walk` reads its matches first: a substring filter that the planner
+   * expects to match few books, in another order than id, where the dialect has the planner's
+   * estimate. By id the table is read in the order it is stored.
+   */
+  async function readsMatchesFirst (walk: Walk): Promise<boolean> {
+    if (!dialect.estimatesMatches || walk.field === 'id' || (walk.title === undefined && walk.author === undefined)) return false
+    const { text, values } = matchesEstimateQuery(walk)
+    const { rows: [row] } = await query<{ 'QUERY PLAN': Array<{ Plan: { 'Plan Rows': number } }> }>(text, values)
+    return row!['QUERY PLAN'][0]!.Plan['Plan Rows'] < MATCHES_FIRST_BELOW
+  }
+
+  async function walkPage (walk: Walk, position: Position | null, limit: number, signal?: AbortSignal): Promise<ListingPage> {
+    let matchesFirst = position?.matchesFirst
+    const { rows: [row] } = await readBudget(async () => {
+      signal?.throwIfAborted()
+      matchesFirst ??= await readsMatchesFirst(walk)
+      const { text, values } = walkPageQuery(walk, position, limit, dialect, matchesFirst)
+      return query<WalkPageRow>(text, values)
+    })
+    const { count, json, last_id: lastId, last_key: lastKey, snapshot } = row!
+    if (lastId === null) return { count, json, last: null }
+    return {
+      count,
+      json,
+      last: {
+        key: walk.field === 'id' ? null : walk.field === 'year' ? Number(lastKey) : lastKey!,
+        id: lastId,
+        snapshot: snapshot ?? position?.snapshot ?? null,
+        matchesFirst
+      }
+    }
+  }
+
+  // Listings that start together share the query of their first page. Each still reads after
+  // it arrived: a batch is sent only after all its calls were made.
+  const firstPages = batched<number, ListingPage>((limits) => {
+    const pages = new Map([...new Set(limits)].map((limit) => [limit, pageAfter('0', limit)]))
+    return Promise.all(limits.map((limit) => pages.get(limit)!))
+  })
+
+  return {
+    /** The start of the listing: up to `limit` books with the lowest ids. */
+    firstPage: (limit: number): Promise<ListingPage> => firstPages.load(limit),
+
+    /**
+     * The page after `afterId`: up to `limit` books with higher ids, in id order. A listing goes
+     * on where its last page ended (a keyset cursor), so each page is a short query of its own
+     * and a listing holds no connection or transaction while the client reads. Once `signal` is
+     * aborted, a query still waiting for its turn is not sent (the promise rejects).
+     */
+    pageAfter,
+
+    /**
+     * The page of up to `limit` books that starts `skip` books after `after`, in id order, and the
+     * id of the book it starts after: a listing reads it ahead of the page before it. None where
+     * the dialect reads no page ahead (Citus, where a page already spreads over the workers).
+     */
+    pageBeyond: dialect.readsAhead ? pageBeyond : undefined,
+
+    /** Whether a listing may start one more page query now without making another read wait. */
+    connectionFree: () => readBudget.activeCount + readBudget.pendingCount < readBudget.concurrency,
+
+    /** A page of a walk (src/listing.ts): up to `limit` books after `position`, or from its start. */
+    walkPage
+  }
+}
+
+export default fp(async function listingsRepository (fastify) {
+  fastify.decorate('listingsRepository', createListingsRepository(fastify.pg, fastify.readBudget, fastify.sqlDialect))
+}, { name: 'listings-repository', dependencies: ['postgres', 'migrate', 'read-budget'] })
