@@ -10,6 +10,13 @@ export const MAX_BATCH = 256
  */
 export const MAX_WAIT_MS = 50
 
+/** The timers a batch waits with: the global ones, or a unit test's, whose clock it moves itself. */
+export interface BatchTimers {
+  setTimeout (callback: () => void, ms: number): unknown
+  clearTimeout (timer: unknown): void
+  setImmediate (callback: () => void): unknown
+}
+
 /**
  * A DataLoader for one kind of statement: the calls that arrive while a batch of them is in
  * PostgreSQL become the next batch, sent when that one answers. Under load, one statement then
@@ -20,7 +27,10 @@ export const MAX_WAIT_MS = 50
  * Error. If it throws, every call of the batch fails with that error. No caching: every call
  * reads or writes afresh.
  */
-export function batched<K, V> (run: (keys: readonly K[]) => Promise<ArrayLike<V | Error>>): DataLoader<K, V> {
+export function batched<K, V> (
+  run: (keys: readonly K[]) => Promise<ArrayLike<V | Error>>,
+  timers: BatchTimers = globalThis
+): DataLoader<K, V> {
   let previous: Promise<unknown> = Promise.resolve()
   return new DataLoader<K, V>((keys) => {
     const answers = run(keys)
@@ -34,11 +44,11 @@ export function batched<K, V> (run: (keys: readonly K[]) => Promise<ArrayLike<V 
       const send = () => {
         if (sent) return
         sent = true
-        clearTimeout(timer)
+        timers.clearTimeout(timer)
         // One more turn, so the requests read in the same turn as the answer join the batch
-        setImmediate(dispatch)
+        timers.setImmediate(dispatch)
       }
-      const timer = setTimeout(send, MAX_WAIT_MS)
+      const timer = timers.setTimeout(send, MAX_WAIT_MS)
       previous.then(send, send)
     }
   })

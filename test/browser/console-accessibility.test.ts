@@ -1,14 +1,12 @@
 /**
  * The web console (console, at /console/) for every user and every screen: axe-core's checks,
  * the keyboard alone with the focus always in sight, a phone's width, the dark scheme, and the
- * page's Content-Security-Policy. It also takes the screenshots of docs/ (console.png,
- * console-narrow-dark.png) of a few well-known books.
+ * page's Content-Security-Policy. It also looks at the pages docs/ shows, as
+ * `npm run docs:screenshots` (tools/docs-screenshots.ts) takes them, without writing them.
  */
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
 import type { Locator, Page } from 'playwright-core'
 import t from 'tap'
-import { PROJECT_ROOT } from '../../src/project-root.js'
+import { CONSOLE_SCREENSHOTS, SCREENSHOT_BOOKS as BOOKS } from '../../tools/docs-screenshots.js'
 import { PASSWORD, USERNAME, testEnv } from '../helper.js'
 import {
   bookRow, deleteDialog, describeFocus, expectQuiet, focused, launchBrowser, loadedStatus, moveFocusTo, openConsole, openPage,
@@ -18,20 +16,8 @@ import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { startService } from '../helpers/service.js'
 import { needsPrograms } from '../helpers/programs.js'
 
-const BOOKS = [
-  { title: 'Dune', author: 'Frank Herbert', year: 1965 },
-  { title: 'Emma', author: 'Jane Austen', year: 1815 },
-  { title: 'Middlemarch', author: 'George Eliot', year: 1871 },
-  { title: 'The Left Hand of Darkness', author: 'Ursula K. Le Guin', year: 1969 },
-  { title: 'Things Fall Apart', author: 'Chinua Achebe', year: 1958 },
-  { title: 'One Hundred Years of Solitude', author: 'Gabriel García Márquez', year: 1967 },
-  { title: 'Beloved', author: 'Toni Morrison', year: 1987 },
-  { title: 'Moby-Dick', author: 'Herman Melville', year: 1851 }
-]
-
-/** Width and height of a PNG file, from its IHDR chunk. */
-function pngSize (file: string): [number, number] {
-  const bytes = readFileSync(file)
+/** Width and height of a PNG image, from its IHDR chunk. */
+function pngSize (bytes: Buffer): [number, number] {
   return [bytes.readUInt32BE(16), bytes.readUInt32BE(20)]
 }
 
@@ -72,13 +58,9 @@ t.test('the console for every user', { skip: STORE_INDEPENDENT || needsPrograms(
   const token = await service.token()
   for (const book of BOOKS) await service.createBook(token, book)
 
-  t.test('screenshots for docs/: 1280 × 800 in the light scheme, 375 wide in the dark one', async (t) => {
-    const shots = [
-      { file: 'console.png', viewport: { width: 1280, height: 800 }, colorScheme: 'light' as const },
-      { file: 'console-narrow-dark.png', viewport: { width: 375, height: 812 }, colorScheme: 'dark' as const }
-    ]
+  t.test('the pages of docs/\'s screenshots: 1280 × 800 in the light scheme, 375 wide in the dark one', async (t) => {
     const backgrounds: string[] = []
-    for (const { file, viewport, colorScheme } of shots) {
+    for (const { file, viewport, colorScheme } of CONSOLE_SCREENSHOTS) {
       const watched = await openPage(t, browser, { viewport, colorScheme })
       const { page } = watched
       await signedIn(page, service.url)
@@ -87,9 +69,7 @@ t.test('the console for every user', { skip: STORE_INDEPENDENT || needsPrograms(
       // The same picture every run: no focus ring, no pointer over anything
       await page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur())
       await page.mouse.move(0, 0)
-      const path = join(PROJECT_ROOT, 'docs', file)
-      await page.screenshot({ path })
-      t.strictSame(pngSize(path), [viewport.width, viewport.height], `docs/${file} written, ${viewport.width} × ${viewport.height}`)
+      t.strictSame(pngSize(await page.screenshot()), [viewport.width, viewport.height], `${file}: a picture of ${viewport.width} × ${viewport.height}`)
       backgrounds.push(await page.evaluate(() => getComputedStyle(document.body).backgroundColor))
       expectQuiet(t, watched)
     }

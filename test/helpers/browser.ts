@@ -5,28 +5,11 @@
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import type * as Axe from 'axe-core'
-import { chromium, type Browser, type BrowserContextOptions, type Locator, type Page, type Response } from 'playwright-core'
+import type { Browser, BrowserContextOptions, Locator, Page, Response } from 'playwright-core'
 import type { Test } from 'tap'
-import { findProgram } from '../../tools/system-programs.js'
+import { launchChromium } from '../../tools/chromium.js'
 import { PASSWORD, USERNAME } from '../helper.js'
 import { sleep } from './wait.js'
-
-/**
- * Chromium as root, headless, on a closed network: without the sandbox (it refuses to start as
- * root with it), and without the background services (updates, sync, QUIC probes) that
- * otherwise flood the log with refused connections. Playwright's `launch` gives each browser a
- * fresh profile of its own in a temporary directory, removed when it closes.
- */
-export const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync'
-]
 
 /** How long a locator waits for what it looks for before the test reads what is there. */
 export const ACTION_TIMEOUT = 5000
@@ -36,8 +19,7 @@ export const ACTION_TIMEOUT = 5000
  * closed when the test ends. One per test file: each test takes a context of its own from it.
  */
 export async function launchBrowser (t: Test): Promise<Browser> {
-  const executablePath = findProgram('chromium')
-  const browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS, timeout: 30_000 })
+  const browser = await launchChromium()
   t.teardown(() => browser.close())
   return browser
 }

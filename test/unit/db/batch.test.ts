@@ -1,35 +1,73 @@
 /**
  * `batched`: when a batch is sent (end of the turn, when its predecessor answers, or after
  * MAX_WAIT_MS at most), what goes in it (call order, MAX_BATCH, no cache) and how answers and
- * failures reach each call. The clock is node:test's fake one: nothing here sleeps.
+ * failures reach each call. Each loader gets a clock of the test's own (`ManualTimers`), which
+ * moves only when the test moves it: nothing here sleeps.
  */
-import { mock } from 'node:test'
-import t, { type Test } from 'tap'
-import { MAX_BATCH, MAX_WAIT_MS, batched } from '../../../src/db/batch.js'
+import t from 'tap'
+import { MAX_BATCH, MAX_WAIT_MS, batched, type BatchTimers } from '../../../src/db/batch.js'
 
-// The real one, kept before any test replaces the global with the fake
-const realSetImmediate = setImmediate
+interface Pending { at: number, order: number, callback: () => void }
 
-/** Runs every pending promise callback in a real turn of the event loop; the fake clock stands still. */
-const settle = () => new Promise<void>((resolve) => realSetImmediate(resolve))
+/**
+ * setTimeout, clearTimeout and setImmediate on a clock that stands still until `tick`: an
+ * immediate is a timer due now, and what falls due runs in the order of its time, then of its
+ * scheduling, including what those callbacks schedule within the ticked span.
+ */
+class ManualTimers implements BatchTimers {
+  #now = 0
+  #scheduled = 0
+  readonly #pending = new Set<Pending>()
 
-/** Ends the current turn: promise callbacks, then the fake `setImmediate`s due, then theirs. */
-async function nextTurn () {
-  await settle()
-  mock.timers.tick(0)
-  await settle()
+  setTimeout (callback: () => void, ms: number): Pending {
+    const timer = { at: this.#now + ms, order: this.#scheduled++, callback }
+    this.#pending.add(timer)
+    return timer
+  }
+
+  clearTimeout (timer: unknown) {
+    this.#pending.delete(timer as Pending)
+  }
+
+  setImmediate (callback: () => void): Pending {
+    return this.setTimeout(callback, 0)
+  }
+
+  tick (ms: number) {
+    const until = this.#now + ms
+    for (let next = this.#due(until); next !== undefined; next = this.#due(until)) {
+      this.#pending.delete(next)
+      this.#now = next.at
+      next.callback()
+    }
+    this.#now = until
+  }
+
+  /** Ends the current turn: promise callbacks, then the immediates due, then theirs. */
+  async nextTurn () {
+    await settle()
+    this.tick(0)
+    await settle()
+  }
+
+  /** Moves the clock by `ms` and runs what that makes due, promise callbacks included. */
+  async advance (ms: number) {
+    this.tick(ms)
+    await settle()
+  }
+
+  #due (until: number): Pending | undefined {
+    let first: Pending | undefined
+    for (const timer of this.#pending) {
+      if (timer.at > until) continue
+      if (first === undefined || timer.at < first.at || (timer.at === first.at && timer.order < first.order)) first = timer
+    }
+    return first
+  }
 }
 
-/** Advances the fake clock by `ms` and runs what that makes due, promise callbacks included. */
-async function advance (ms: number) {
-  mock.timers.tick(ms)
-  await settle()
-}
-
-function fakeTimers (t: Test) {
-  mock.timers.enable({ apis: ['setTimeout', 'setImmediate'] })
-  t.teardown(() => mock.timers.reset())
-}
+/** Runs every pending promise callback in a real turn of the event loop; the test's clock stands still. */
+const settle = () => new Promise<void>((resolve) => setImmediate(resolve))
 
 interface RunCall {
   keys: string[]
@@ -51,13 +89,13 @@ function controlledRun () {
 const upper = (keys: string[]) => keys.map((key) => key.toUpperCase())
 
 t.test('calls made in the same turn share one call of run, with the keys in call order, sent at the end of the turn', async (t) => {
-  fakeTimers(t)
+  const timers = new ManualTimers()
   const { calls, run, keysOfCalls } = controlledRun()
-  const loader = batched(run)
+  const loader = batched(run, timers)
   const loads = ['b', 'a', 'c'].map((key) => loader.load(key))
   await settle()
   t.strictSame(keysOfCalls(), [], 'nothing is sent before the turn ends')
-  mock.timers.tick(0)
+  timers.tick(0)
   await settle()
   t.strictSame(keysOfCalls(), [['b', 'a', 'c']], 'one call at the end of the turn, without the clock moving')
   calls[0]!.answer(upper(calls[0]!.keys))
@@ -65,16 +103,16 @@ t.test('calls made in the same turn share one call of run, with the keys in call
 })
 
 t.test('calls made while a batch runs form the next batch, sent when the running one answers and not before', async (t) => {
-  fakeTimers(t)
+  const timers = new ManualTimers()
   const { calls, run, keysOfCalls } = controlledRun()
-  const loader = batched(run)
+  const loader = batched(run, timers)
   const first = loader.load('x')
-  await nextTurn()
+  await timers.nextTurn()
   t.strictSame(keysOfCalls(), [['x']])
 
   const next = [loader.load('y'), loader.load('z')]
-  await nextTurn()
-  await advance(MAX_WAIT_MS - 1)
+  await timers.nextTurn()
+  await timers.advance(MAX_WAIT_MS - 1)
   t.strictSame(keysOfCalls(), [['x']], 'the next batch waits while the running one has not answered')
 
   calls[0]!.answer(['X'])
@@ -82,7 +120,7 @@ t.test('calls made while a batch runs form the next batch, sent when the running
   t.equal(await first, 'X')
   t.strictSame(keysOfCalls(), [['x']], 'the next batch is not sent in the turn the answer arrives')
   next.push(loader.load('w'))
-  await nextTurn()
+  await timers.nextTurn()
   t.strictSame(keysOfCalls(), [['x'], ['y', 'z', 'w']], 'sent one turn after the answer, with the call made in that turn')
   calls[1]!.answer(upper(calls[1]!.keys))
   t.strictSame(await Promise.all(next), ['Y', 'Z', 'W'])
@@ -90,54 +128,54 @@ t.test('calls made while a batch runs form the next batch, sent when the running
 
 t.test('a batch whose predecessor never answers is sent MAX_WAIT_MS (50 ms) after its first call, not a millisecond sooner', async (t) => {
   t.equal(MAX_WAIT_MS, 50)
-  fakeTimers(t)
+  const timers = new ManualTimers()
   const { calls, run, keysOfCalls } = controlledRun()
-  const loader = batched(run)
+  const loader = batched(run, timers)
   const stuck = loader.load('stuck')
-  await nextTurn()
+  await timers.nextTurn()
   t.strictSame(keysOfCalls(), [['stuck']])
 
   // The wait counts from the batch's first call, not from when its predecessor was sent
-  await advance(30)
+  await timers.advance(30)
   const waiting = [loader.load('a')]
-  await advance(20)
+  await timers.advance(20)
   // A later call joins the waiting batch and does not restart the wait
   waiting.push(loader.load('b'))
-  await advance(MAX_WAIT_MS - 20 - 1)
+  await timers.advance(MAX_WAIT_MS - 20 - 1)
   t.strictSame(keysOfCalls(), [['stuck']], `not sent at ${MAX_WAIT_MS - 1} ms`)
-  await advance(1)
+  await timers.advance(1)
   t.strictSame(keysOfCalls(), [['stuck'], ['a', 'b']], `sent at ${MAX_WAIT_MS} ms`)
   calls[1]!.answer(['A', 'B'])
   t.strictSame(await Promise.all(waiting), ['A', 'B'], 'and answered while its predecessor is still stuck')
 
   calls[0]!.answer(['STUCK'])
   t.equal(await stuck, 'STUCK', 'the stuck batch still answers its own call when it answers late')
-  await nextTurn()
-  await advance(MAX_WAIT_MS)
+  await timers.nextTurn()
+  await timers.advance(MAX_WAIT_MS)
   t.strictSame(keysOfCalls(), [['stuck'], ['a', 'b']], 'the late answer sends nothing more')
 })
 
 t.test('MAX_BATCH is 256 and a larger set of calls is split into calls of run of at most MAX_BATCH keys, in call order', async (t) => {
   t.equal(MAX_BATCH, 256)
-  fakeTimers(t)
+  const timers = new ManualTimers()
   const { calls, run, keysOfCalls } = controlledRun()
-  const loader = batched(run)
+  const loader = batched(run, timers)
   const keys = Array.from({ length: 2 * MAX_BATCH + 1 }, (_, i) => `k${i}`)
   const loads = keys.map((key) => loader.load(key))
-  await nextTurn()
+  await timers.nextTurn()
   t.strictSame(keysOfCalls(), [keys.slice(0, MAX_BATCH), keys.slice(MAX_BATCH, 2 * MAX_BATCH), keys.slice(2 * MAX_BATCH)])
   for (const call of calls) call.answer(upper(call.keys))
   t.strictSame(await Promise.all(loads), upper(keys), 'every call gets its own answer')
 })
 
 t.test('an Error in the answers rejects only the call at its position', async (t) => {
-  fakeTimers(t)
+  const timers = new ManualTimers()
   const { calls, run } = controlledRun()
-  const loader = batched(run)
+  const loader = batched(run, timers)
   const [a, b, c] = ['a', 'b', 'c'].map((key) => loader.load(key))
   const error = new Error('no b')
   const rejected = t.rejects(b!, error)
-  await nextTurn()
+  await timers.nextTurn()
   calls[0]!.answer(['A', error, 'C'])
   t.equal(await a, 'A')
   await rejected
@@ -145,19 +183,19 @@ t.test('an Error in the answers rejects only the call at its position', async (t
 })
 
 t.test('a run that rejects fails every call of its batch with its error, and the next batch is still sent', async (t) => {
-  fakeTimers(t)
+  const timers = new ManualTimers()
   const { calls, run, keysOfCalls } = controlledRun()
-  const loader = batched(run)
+  const loader = batched(run, timers)
   const error = new Error('connection lost')
   const first = [loader.load('a'), loader.load('b')].map((load) => t.rejects(load, error))
-  await nextTurn()
+  await timers.nextTurn()
   const second = [loader.load('c')]
-  await nextTurn()
+  await timers.nextTurn()
   t.strictSame(keysOfCalls(), [['a', 'b']])
 
   calls[0]!.fail(error)
   await Promise.all(first)
-  await nextTurn()
+  await timers.nextTurn()
   t.strictSame(keysOfCalls(), [['a', 'b'], ['c']], 'sent in the turn after the failure, without waiting for MAX_WAIT_MS')
   calls[1]!.answer(['C'])
   t.strictSame(await Promise.all(second), ['C'])
@@ -172,49 +210,49 @@ const FAILING_RUNS = [
 
 for (const { how, run: fail, error } of FAILING_RUNS) {
   t.test(`${how} fails every call of its batch with that error, and a later batch is still sent`, async (t) => {
-    fakeTimers(t)
+    const timers = new ManualTimers()
     const seen: string[][] = []
     const loader = batched<string, string>((keys) => {
       seen.push([...keys])
       return keys.includes('bad') ? fail() : Promise.resolve(upper([...keys]))
-    })
+    }, timers)
     const failing = [loader.load('bad'), loader.load('ok')].map((load) => t.rejects(load, error))
-    await nextTurn()
+    await timers.nextTurn()
     await Promise.all(failing)
     const later = loader.load('later')
-    await nextTurn()
+    await timers.nextTurn()
     t.equal(await later, 'LATER')
     t.strictSame(seen, [['bad', 'ok'], ['later']])
   })
 }
 
 t.test('no caching: the same key twice in a batch is passed twice, and a later call of it calls run anew', async (t) => {
-  fakeTimers(t)
+  const timers = new ManualTimers()
   const { calls, run, keysOfCalls } = controlledRun()
-  const loader = batched(run)
+  const loader = batched(run, timers)
   const twice = [loader.load('k'), loader.load('k')]
-  await nextTurn()
+  await timers.nextTurn()
   t.strictSame(keysOfCalls(), [['k', 'k']])
   calls[0]!.answer(['first', 'second'])
   t.strictSame(await Promise.all(twice), ['first', 'second'], 'each call gets its own answer')
 
   const again = loader.load('k')
-  await nextTurn()
+  await timers.nextTurn()
   t.strictSame(keysOfCalls(), [['k', 'k'], ['k']])
   calls[1]!.answer(['third'])
   t.equal(await again, 'third')
 })
 
 t.test('each batched loader waits only for its own batches', async (t) => {
-  fakeTimers(t)
+  const timers = new ManualTimers()
   const one = controlledRun()
   const other = controlledRun()
-  const loaderOne = batched(one.run)
-  const loaderOther = batched(other.run)
+  const loaderOne = batched(one.run, timers)
+  const loaderOther = batched(other.run, timers)
   loaderOne.load('stuck')
-  await nextTurn()
+  await timers.nextTurn()
   const load = loaderOther.load('free')
-  await nextTurn()
+  await timers.nextTurn()
   t.strictSame(other.keysOfCalls(), [['free']], 'not held back by the other loader\'s running batch')
   other.calls[0]!.answer(['FREE'])
   t.equal(await load, 'FREE')
