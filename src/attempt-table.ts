@@ -1,8 +1,9 @@
 import type { FastifyRateLimitStore } from '@fastify/rate-limit'
 
 /**
- * How many keys (client addresses, usernames) one limit counts in a process: about 210 bytes
- * each (measured with IPv6 keys), so about 10 MB when full.
+ * How many keys (client addresses, usernames) one limit counts in a process: enough for the
+ * addresses of a flood, few enough that a full table stays small beside the rest of the process
+ * (its size: docs/performance.md, Other figures).
  */
 export const ATTEMPT_TABLE_SIZE = 50_000
 

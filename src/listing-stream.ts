@@ -6,10 +6,10 @@ import { Readable } from 'node:stream'
 import type { Position } from './listing.js'
 
 /**
- * Books per query while streaming, at first: about 37 KB of JSON for short titles. A stalled
- * listing holds two pages (below), so a thousand of them hold about 75 MB. With pages of 1,000 a
- * thousand stalled listings took the process to 422 MiB in CI, over the 400 MiB the issue allows
- * (test/process/alone/stalled-listings.test.ts); with 500, 305 to 325 MiB.
+ * Books per query while streaming, at first. A stalled listing holds two pages (below), so this
+ * size decides what a thousand stalled listings hold: with it the process stays under the bound
+ * of test/process/alone/stalled-listings.test.ts, with twice as many it does not
+ * (docs/performance.md, Clients that stop reading).
  */
 export const STREAM_PAGE = 500
 /**

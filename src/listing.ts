@@ -32,7 +32,8 @@ export interface Position {
   snapshot: string | null
   /**
    * How the walk's pages read the books, decided at its first page (plugins/app/listings-repository.ts,
-   * readsMatchesFirst); absent in cursors made before it was kept, where a page decides again.
+   * readsMatchesFirst); absent in a cursor made by a version of the service that does not keep
+   * it, where a page decides again.
    */
   matchesFirst?: boolean
 }

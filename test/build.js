@@ -1,8 +1,9 @@
 /**
  * The TypeScript the tests run, transpiled once into `.test-build/` (one .js per .ts, at the same
- * path under it, with a source map), so that each test process starts as plain Node.js. A
- * TypeScript loader in every test process (tsx) cost each one about 0.65 s of CPU to start, and
- * more for every module it loaded through the loader's thread: a tenth of `npm test`'s CPU.
+ * path under it, with a source map), so that each test process starts as plain Node.js: a
+ * TypeScript loader in every test process (tsx) costs each one CPU to start, and more for every
+ * module it loads through the loader's thread, which adds up over the hundreds of processes of
+ * `npm test` (docs/performance.md, Test and CI times).
  * esbuild only strips the types, each file alone: nothing is bundled or minified;
  * `npm run typecheck` checks them. Run by every test script's `pre` script, and by `npm test`'s
  * `pretest` once for all tiers; the old output is removed first, so a deleted test is not run.

@@ -60,7 +60,7 @@ function isCanonical (token: string): boolean {
 const OUR_HEADERS = new Set(TOKEN_ALGORITHMS.flatMap((alg) =>
   [{ alg }, { alg, typ: 'JWT' }, { typ: 'JWT', alg }].map((header) => Buffer.from(JSON.stringify(header)).toString('base64url'))))
 
-/** How many verified tokens an instance keeps (src/verified-tokens.ts): about 2.6 MiB at most. */
+/** How many verified tokens an instance keeps (src/verified-tokens.ts; its memory: docs/performance.md, What makes the difference). */
 export const VERIFIED_TOKENS = 10_000
 
 export default fp(async function authenticate (fastify) {

@@ -97,8 +97,8 @@ function knownKey (call: CreateCall, stored: StoredKey | undefined): CreateOutco
  * The books' SQL. Ids are passed as the decimal strings `isBookId` accepted.
  *
  * Finds, creates and updates are batched (src/db/batch.ts): the calls made while one statement
- * is in PostgreSQL share the next. On 2 cores shared with PostgreSQL, this more than doubles the
- * throughput of each (docs/performance.md): one statement and one commit do the work of dozens.
+ * is in PostgreSQL share the next: one statement and one commit do the work of dozens, and the
+ * CPU PostgreSQL saves goes to the service (docs/performance.md, What makes the difference).
  * Deletes and the existence check of a bad PUT are single statements. How a batch of creates or
  * updates is sent, in one statement or one per book, is the dialect's (src/db/dialect.ts).
  */

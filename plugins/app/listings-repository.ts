@@ -57,10 +57,10 @@ function walkFilters (walk: Walk, parameter: (value: unknown, type: string) => s
 
 /**
  * Below this many books that the planner expects a substring filter to match, a page sorted by
- * a field reads the matches first (`walkPageQuery`). On ten million books (docs/performance.md,
- * The list at any size): reading and sorting 20,000 matches took about 150 ms, and reading the
- * order's index until a page was full 22 ms where the matches lay evenly, 1.3 s where they lay
- * far along the order (an author's books, newest first).
+ * a field reads the matches first (`walkPageQuery`): reading and sorting that many matches costs
+ * little, while reading the order's index until a page is full is quick where the matches lie
+ * evenly and long where they lie far along the order (an author's books, newest first); the
+ * figures are in docs/performance.md, The list at any size.
  */
 const MATCHES_FIRST_BELOW = 30_000
 

@@ -161,8 +161,8 @@ class SharedOrLocalStore implements ReadableStore {
  * reconnecting in the background (ioredis's default backoff, at most about 5 s apart).
  */
 async function createClient (url: string): Promise<Redis> {
-  // Loaded only when REDIS_URL is set: loading it costs 35-50 ms of CPU (measured here), which
-  // every start-up without Redis would pay for nothing
+  // Loaded only when REDIS_URL is set: loading it costs CPU that every start-up without Redis
+  // would pay for nothing
   const { Redis } = await import('ioredis')
   try {
     return new Redis(url, {

@@ -69,9 +69,8 @@ export const CREATE = `WITH input AS MATERIALIZED (
          ORDER BY input.n`
 // On Citus, a create without a key is one row on one shard, its id drawn on the coordinator; one
 // with a key is the statement above for it alone (two shards). The batch statement runs there as
-// a chain of steps, each a round of the coordinator with its workers, and writes a shard per book:
-// a batch of 30 took 120 ms, a create with a key alone 13 ms, one such insert 1 ms
-// (docs/deployment.md, Citus)
+// a chain of steps, each a round of the coordinator with its workers, and writes a shard per book,
+// so a batch costs more than its creates one by one (docs/deployment.md, Citus)
 export const CREATE_ONE = `WITH created AS (INSERT INTO books (title, author, year) VALUES ($1, $2, $3) RETURNING ${BOOK_COLUMNS}),
          ${logged('created', 'created')}
          SELECT id::text AS id FROM created`
@@ -109,8 +108,8 @@ export const UPDATE = `WITH ${MARK}, patch AS MATERIALIZED (
          SELECT * FROM updated`
 // On Citus, one statement per update, each on one shard, locking one row: Citus locks no rows
 // across shards. A batch in one statement would write a shard per book, commit on every worker
-// at once (two-phase commit), and wait for every other multi-shard write on those shards. Measured
-// on Citus, a statement per book keeps up with it (docs/deployment.md, Citus)
+// at once (two-phase commit), and wait for every other multi-shard write on those shards: it
+// saves nothing over a statement per book (docs/deployment.md, Citus)
 export const UPDATE_ONE = `WITH ${MARK}, updated AS (
            UPDATE books SET ${changes('$2::text', '$3::text', '$4::int4')}
            WHERE id = $1 AND ($5::int4[] IS NULL OR version = ANY($5::int4[]))

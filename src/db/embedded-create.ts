@@ -8,18 +8,18 @@ import { migrate } from './migrate.js'
  * Creates a new cluster of the embedded store, in a process of its own that src/db/embedded.ts
  * starts: `node embedded-create.js <directory>`, or `node embedded-create.js memory:// <file>`.
  *
- * Creating a cluster runs initdb, which takes the process to about 800 MiB: PGlite's
- * WebAssembly memories (initdb's own PostgreSQL among them), which never shrink while they
- * live, and the C heap, which keeps much of what is freed. Done by the worker that then served
- * the store, most of it stayed for as long as the service ran (870 MiB idle); done by a worker
- * thread that ended, still 330 MiB (the C heap is the process's). A process gives all of it
- * back when it ends.
+ * Creating a cluster runs initdb, which takes the process's memory far past what serving the
+ * store needs: PGlite's WebAssembly memories (initdb's own PostgreSQL among them), which never
+ * shrink while they live, and the C heap, which keeps much of what is freed. The worker that
+ * serves the store would keep most of it for as long as the service runs, and a worker thread
+ * that ends leaves the C heap's part behind (the C heap is the process's). A process gives all
+ * of it back when it ends.
  *
  * It also brings the new cluster's tables up to date, with the migration the service runs at
  * every start (src/db/migrate.ts, through a loopback port as the service reaches the store): run
  * by the serving worker, the migrations' statements (building the indexes, loading pg_trgm and
- * PL/pgSQL) left it 25 to 30 MiB more than a restart of the same directory holds, for as long
- * as it ran (docs/performance.md, The embedded store: start and memory).
+ * PL/pgSQL) would leave it holding more than a restart of the same directory holds, for as long
+ * as it runs (docs/performance.md, The embedded store: start and memory).
  *
  * For a directory it leaves the cluster there, shut down cleanly. For `memory://` it writes the
  * cluster as a tar to `<file>`, for the serving worker to start from. Exits 0 once done; on

@@ -20,8 +20,8 @@ import { pg_trgm as pgTrgm } from '@electric-sql/pglite/contrib/pg_trgm'
  * - `shared_buffers=8MB` (PGlite's clusters say 128MB): the buffers are part of PGlite's
  *   WebAssembly memory, which never shrinks, and PostgreSQL touches all of them at start. A page
  *   not in them is read from the directory through the operating system's file cache (for
- *   `pglite:memory`, copied from memory): on 300,000 books, reads by primary key and a whole
- *   listing took as long as with 128 MB.
+ *   `pglite:memory`, copied from memory), so reads by primary key and whole listings are no
+ *   slower than with 128 MB (docs/performance.md, The embedded store: start and memory).
  * - `max_connections=5`, `autovacuum_worker_slots=1`, `max_wal_senders=0` (100, 16, 10): they
  *   size the shared memory kept for backends and processes that single-user mode never starts.
  * - `max_wal_size=64MB`, `min_wal_size=32MB` (1GB, 80MB): with no checkpointer, single-user
@@ -61,10 +61,11 @@ export function pgliteOptions (defaultStartParams: readonly string[]): PGliteOpt
 /**
  * V8 runs WebAssembly with its baseline compiler first and recompiles a function with its
  * optimizing one once the function has run for a budget (1,800,000, about as many bytes of
- * code executed). PostgreSQL's functions are large: the optimizing compiler took 80 to 100 MiB
- * for the ones starting the store made hot, and the process kept them. With a budget 555 times
- * V8's, only functions that keep running long get recompiled. V8's flags are the process's:
- * this applies to any WebAssembly it runs from then on (the service runs no other).
+ * code executed). PostgreSQL's functions are large: what the optimizing compiler makes of the
+ * ones that starting the store makes hot takes much memory, and the process keeps it
+ * (docs/performance.md, The embedded store: start and memory). With a budget 555 times V8's,
+ * only functions that keep running long get recompiled. V8's flags are the process's: this
+ * applies to any WebAssembly it runs from then on (the service runs no other).
  */
 export const WASM_TIERING_BUDGET_FLAG = '--wasm-tiering-budget=1000000000'
 

@@ -51,7 +51,7 @@ function firstMessage<T> (worker: Worker): Promise<T | { error: string }> {
  */
 async function createCluster (dataDir: string, file?: string): Promise<void> {
   const child = fork(compiled('embedded-create.js'), file === undefined ? [dataDir] : [dataDir, file], {
-    // Faster too: initdb's functions are not recompiled while it runs (1.9 s against 2.3)
+    // Faster too: initdb's functions are not recompiled while it runs
     execArgv: [WASM_TIERING_BUDGET_FLAG],
     // What went wrong comes as a message: a failed start-up is one line on stderr
     stdio: ['ignore', 'ignore', 'ignore', 'ipc']

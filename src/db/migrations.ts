@@ -79,9 +79,9 @@ export const migrations: readonly Migration[] = [
     version: 13,
     name: 'statistics for the substring filters',
     // How many books a `title` or `author` filter matches, the planner estimates from a sample of
-    // the column: with the default 100 it took a filter matching 20,000 of 10,000,000 books for
-    // one matching 985, and read all 20,000 at random (700 ms) where reading in id order finds
-    // the first 100 in 30 ms (docs/performance.md, The list at any size). Taking the lock this
+    // the column: with the default 100, on a large table it takes a filter matching many books
+    // for one matching few, and reads all the matches at random where reading in id order would
+    // find a page's worth soon (docs/performance.md, The list at any size). Taking the lock this
     // needs blocks no read or write. Not on Citus, which refuses this ALTER TABLE on a
     // distributed table (its workers plan a page's query on each shard with the shard's own)
     sql: `DO $$ BEGIN

@@ -49,9 +49,8 @@ async function sharedApp (t: Test, dbUrl: string, url: string) {
 /**
  * Once the app's log says Redis answers, a first attempt from a client of its own. On a busy
  * machine a build or a first request (schemas compiled on first use) can hold the event loop
- * past REDIS_COMMAND_TIMEOUT_MS (measured here: up to 3 s while apps were being built), and a
- * test would then see an attempt counted in the process rather than what it is about. Call it
- * once every app of the test is built.
+ * past REDIS_COMMAND_TIMEOUT_MS, and a test would then see an attempt counted in the process
+ * rather than what it is about. Call it once every app of the test is built.
  */
 async function warm (t: Test, redis: Redis, { app, count }: Awaited<ReturnType<typeof sharedApp>>) {
   await waitUntil(() => count(LogMessage.Shared) > 0, BACK_WITHIN, 'the log to say Redis answers', 50)

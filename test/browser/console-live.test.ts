@@ -20,7 +20,7 @@ import { needsPrograms } from '../helpers/programs.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 import type { BookCreate, BookPatch } from '../../src/schemas/book.js'
 
-/** The bound: a change elsewhere shows within a second. */
+/** The console's bound: a change elsewhere shows within a second (docs/console.md). */
 const WITHIN_MS = 1000
 /** The console takes a connection silent for 15 s for dead, then waits the service's 2 s retry. */
 const SILENT_DROP_MS = 20_000

@@ -29,7 +29,7 @@ t.test('20,000 books', { skip: STORE_INDEPENDENT || needsPrograms('chromium') },
   const watched = await openPage(t, browser)
   const { page } = watched
   // A slower network than loopback, 1 MB/s: the list (about 1.3 MB) arrives over a second or
-  // so, in many pieces. On loopback it came at times in one piece, and nothing showed meanwhile
+  // so, in many pieces. On loopback it can come in one piece, and nothing would show meanwhile
   const cdp = await page.context().newCDPSession(page)
   await cdp.send('Network.enable')
   await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: 1_000_000, uploadThroughput: -1 })

@@ -200,8 +200,8 @@ t.test('a list read in pages', { skip: STORE_INDEPENDENT || needsPrograms('chrom
     const filter = page.getByRole('searchbox', { name: 'Filter' })
     const quill = await ids('id', "title ILIKE '%quill%' OR author ILIKE '%quill%'")
     const before = listings.length
-    // The keys come in one task of the page, as a fast typist's do: a busy machine's real key
-    // presses came 200 to 400 ms apart, past the filter's delay, and each was then rightly asked for
+    // The keys come in one task of the page, as a fast typist's do: on a busy machine real key
+    // presses can come further apart than the filter's delay, and each is then rightly asked for
     await filter.focus()
     await page.evaluate((text) => {
       const box = document.getElementById('filter') as HTMLInputElement

@@ -170,9 +170,9 @@ export async function seedBooks (db: pg.Client, count: number): Promise<void> {
  * A fresh database (`createDatabase`) holding `count` books (`seedBooks`), in the tables of the
  * migration steps `wanted` picks (by default every step but those that run alone), as a
  * migration cut short would leave them: the service that starts on it applies the others over
- * the books. By default it then builds its indexes over them at once: inserting them one by one
- * into eight indexes (two of trigrams) took a few hundred thousand books past 10 s and loaded
- * the machine under every other test file. On PGlite the store comes with every step applied
+ * the books. By default it then builds its indexes over them at once: inserting a few hundred
+ * thousand books one by one into eight indexes (two of trigrams) is slow, and loads the machine
+ * under every other test file. On PGlite the store comes with every step applied
  * (src/db/embedded-create.ts): the steps that run alone are undone; others cannot be.
  */
 export async function createDatabaseWithBooks (
@@ -202,7 +202,7 @@ export async function createDatabaseWithBooks (
  * A connected pg client with bounded waits, ended when the test ends. The bounds are the
  * client's own: a startup parameter would be refused by PgBouncer (TEST_STORE=pgbouncer).
  * `queryTimeoutMs`: longer for a client that seeds hundreds of thousands of rows, which PGlite
- * beside other test files takes more than 10 s to write.
+ * beside other test files can take longer than the default to write.
  */
 export async function pgClient (t: Test, connectionString: string, { queryTimeoutMs = 10_000 } = {}): Promise<pg.Client> {
   const client = new pg.Client({

@@ -29,8 +29,8 @@ export interface MixedLoad {
  * ids picked from `ids` (books that exist and are never deleted). With `pauseMs`, each client
  * waits that long after each answer, as a real client does: its connection is then idle at
  * times, which the idle-connection races of a stop need, and a long load leaves the machine to
- * the other test files (unpaced, eight clients kept both cores busy with about 900 requests a
- * second; 50 ms apart, they send about 130).
+ * the other test files (unpaced, eight clients keep a small machine's cores busy; paced, they
+ * send a fraction as many requests).
  */
 export function startMixedLoad (
   { url, token, clients, ids, prefix, pauseMs = 0 }:

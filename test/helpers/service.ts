@@ -311,8 +311,8 @@ const START_COMMAND = SCRIPTS.start
 /**
  * `command` run without tap's process-info hook. tap's runner puts it into NODE_OPTIONS of every
  * process a test spawns, whatever environment the test gives, and in every process those spawn:
- * a loader thread and a hook on every module loaded, which cost the service about 0.3 s of CPU
- * to start (half as much again) and 30 MiB resident. Services run as users run them.
+ * a loader thread and a hook on every module loaded, which make the service start slower and
+ * hold more memory than it does for its users. Services run as users run them.
  */
 export function withoutTapHook (command: string): string {
   return `unset NODE_OPTIONS; ${command}`

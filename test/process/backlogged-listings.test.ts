@@ -2,8 +2,9 @@
  * What 1,000 listings whose clients stopped reading held, the process gives back once they are
  * gone: its resident memory returns to its idle level. Beside other test files, unlike their
  * bounds while they stall (test/process/alone/stalled-listings.test.ts): V8 gives the memory
- * back later on a busy machine (41 to 66 s in the tier, 10 to 30 s alone), but a wait blurs
- * nothing, and alone it kept the machine half idle. Named to start early in the tier, being long.
+ * back later on a busy machine, but a wait blurs nothing, and alone the wait would leave the
+ * machine mostly idle. Named to start early in the tier, being long (docs/performance.md,
+ * Clients that stop reading).
  */
 import t from 'tap'
 import { NEEDS_SERVER } from '../helpers/database.js'
@@ -16,9 +17,9 @@ t.setTimeout(300_000)
 /**
  * "Back to idle": what the listings held is garbage once they are gone, and V8 gives it back to
  * the system when it next collects its old generation, which its memory reducer does once the
- * process allocates little (measured here: 10 to 66 s after the listings stopped, RSS then below
- * the idle figure). Nothing forces a collection; the test waits for it, up to more than twice
- * the longest wait seen.
+ * process allocates little, which can be a minute or more after the listings stopped on a busy
+ * machine (docs/performance.md, Clients that stop reading). Nothing forces a collection; the
+ * test waits for it, with room of twice that for a loaded machine.
  */
 const IDLE_MARGIN_MIB = 50
 const SETTLE_MS = 150_000

@@ -46,8 +46,8 @@ const OTHER_BOOKS = [
 const WALK = { limit: '1', sort: 'title', author: 'herbert' } as const
 const STEPS = ['created', 'listed', 'walked', 'read', 'updated', 'deleted'] as const
 /**
- * A bound for a hang of one run of an example: two waits of 5 s and a few requests take 11 s
- * alone; a Python run beside five other files on two cores was killed at 20 s after one try
+ * A bound for a hang of one run of an example: two waits of 5 s and a few requests take over
+ * 10 s alone, and a Python run beside other test files on a loaded machine far longer
  */
 const RUN_TIMEOUT = 60_000
 
@@ -378,7 +378,7 @@ t.test('each example: a round, and a token that expired; the generated types', {
       cwd: PROJECT_ROOT,
       env: { PATH: `${join(PROJECT_ROOT, 'node_modules/.bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`, HOME: process.env.HOME ?? '/tmp', BOOKKEEPING_URL: service.url },
       encoding: 'utf8',
-      // A bound for a hang: openapi-typescript took over 30 s beside five other files on a slow machine
+      // A bound for a hang: openapi-typescript, beside other test files on a slow machine, takes tens of seconds
       timeout: 90_000
     })
     t.equal(result.status, 0, `the generator ran\n${result.stderr}`)
@@ -417,7 +417,7 @@ t.test('each example: answered 429 with Retry-After, waits and goes on; gives up
       const { service, proxy, db, url } = await setUp(t, { MAX_CONNECTIONS_PER_ADDRESS: '2' })
       const held = [await hold(t, service), await hold(t, service)]
       const running = example.run(t, url, freshToken())
-      // The program's start comes first: over 10 s once beside five other files
+      // The program's start comes first, which beside other test files can take many seconds
       await service.waitFor(() => service.stdout.includes('over MAX_CONNECTIONS_PER_ADDRESS'), 60_000, 'the client refused')
       for (const socket of held) socket.destroy()
       const run = await running

@@ -1,7 +1,7 @@
 /**
  * No file descriptor left for a new database connection (EMFILE), against the real process: the
  * request that needed one is answered 503 `Service unavailable` like any other unavailability
- * (it was 500), and once descriptors are free again the service serves as before. The limit is
+ * (never 500), and once descriptors are free again the service serves as before. The limit is
  * lowered on the running process (`prlimit`) to the descriptors it holds, after its pooled
  * connections were ended, so that the next query must open one.
  */

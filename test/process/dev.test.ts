@@ -21,8 +21,8 @@ const CREDENTIALS = { SECRET_TOKEN: SECRET, AUTH_USERNAME: USERNAME, AUTH_PASSWO
 
 async function started (t: Test, env: Record<string, string>, command = DEV_COMMAND): Promise<Service> {
   const service = await spawnService(t, env, command)
-  // The build (the first case) and creating a PGlite cluster take seconds each, beside other
-  // test files a minute or more: 60 s was seen running out
+  // The build (the first case) and creating a PGlite cluster take seconds each, and beside other
+  // test files on a loaded machine well over a minute together
   await service.listening(150_000)
   return service
 }
@@ -37,9 +37,9 @@ async function stop (t: Test, service: Service) {
  * rewrite dist/ under the feet of the other test files. The builds come along (tools/dist is in
  * tools), so the copy's build is the incremental one of a tree built before, as a developer's
  * second `npm run dev` is. The dependencies are this tree's own, hard links in a tree of
- * directories of the copy's own (`cp -al`, half a second): through a symbolic link, TypeScript
- * would find them at their real paths, which its incremental records name relative to the tree,
- * and check and emit everything again (8 s of CPU more). A symbolic link where the temporary
+ * directories of the copy's own (`cp -al`, quick): through a symbolic link, TypeScript would
+ * find them at their real paths, which its incremental records name relative to the tree, and
+ * check and emit everything again, a full build's CPU. A symbolic link where the temporary
  * directory is on another file system, which hard links cannot span.
  */
 function treeCopy (t: Test): string {

@@ -37,7 +37,7 @@ t.test('the log: paths without their query strings', { skip: STORE_INDEPENDENT }
 
   const lines = service.stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line))
   const requestLines = lines.filter((line) => line.msg === 'request' && line.route !== '/token')
-  // In any order: on a loaded machine a line was seen written after a later one (its time the
+  // In any order: on a loaded machine a line can come after a later one (its time the
   // earlier), stdout being a pipe the test reads
   const sorted = (entries: unknown[][]) => entries.map((entry) => JSON.stringify(entry)).sort()
   t.strictSame(sorted(requestLines.map((line) => [line.method, line.url, line.statusCode])), sorted([

@@ -2,10 +2,10 @@
  * 30,000 mixed requests from 32 keep-alive clients against the real process: its resident
  * memory settles after warm-up instead of growing with the number of requests served. Prints
  * the figures; the bound is loose on purpose (garbage collection is lazy), a leak of about 1 KB a
- * request would exceed it. Beside the other files: under their load, and some runs without
- * it, the RSS right after the load grows past the bound with no leak (20 to 23 MiB), and the
- * idle service then gives its garbage back within a minute. In test/process/alone/ that wait
- * (40 to 48 s in some runs) kept the machine idle.
+ * request would exceed it. Beside the other files: under their load, and at times without it,
+ * the RSS right after the load can grow past the bound with no leak, and the idle service then
+ * gives its garbage back within a minute or so; in test/process/alone/ that wait would leave
+ * the machine idle.
  */
 import { Agent, request as httpRequest } from 'node:http'
 import t from 'tap'
@@ -21,7 +21,7 @@ const PER_PHASE = 10_000
 const GROWTH_BOUND_MIB = 20
 /**
  * How long an idle service is given to return its garbage when it seems to have grown: V8's
- * memory reducer took 40 to 48 s on a quiet machine; twice as long for a busy one.
+ * memory reducer can take most of a minute on a quiet machine, and twice as long on a busy one.
  */
 const SETTLE_MS = 120_000
 
@@ -91,8 +91,8 @@ t.test('resident memory settles under 30,000 mixed requests', async (t) => {
   t.comment(`statuses: ${JSON.stringify(Object.fromEntries(statuses))}`)
   t.ok(sent >= PHASES * PER_PHASE, 'all requests were sent')
   t.strictSame([...statuses.keys()].sort(), [200, 201, 400, 401, 404], 'the mix reached every outcome, no 5xx')
-  // Garbage the service has not collected yet looks like growth (some runs here: 20 to 23 MiB
-  // right after the last phase); a leak stays. So a growth past the bound is looked at again
+  // Garbage the service has not collected yet looks like growth (at times past the bound right
+  // after the last phase); a leak stays. So a growth past the bound is looked at again
   // while the service is idle, until V8 gives its garbage back, as it does within seconds to
   // a minute (test/process/backlogged-listings.test.ts)
   let settled = last

@@ -14,7 +14,7 @@ import { sleep, waitUntil } from '../helpers/wait.js'
 
 /** Enough books that a build that blocked writes would block them for more than a second. */
 const BOOKS = 400_000
-/** What the issue allows a migration to block a write. */
+/** The most a migration may hold up a write (docs/operations.md, Start-up and migrations). */
 const WRITE_BOUND_MS = 1000
 
 const indexes = migrations.flatMap(({ index }) => index === undefined ? [] : [index])
@@ -95,8 +95,8 @@ t.test('an index build cut short is dropped and built again at the next start', 
 })
 
 t.test('a step that waits for a long transaction gives up its place every 500 ms, so writes do not queue behind it', { skip: NEEDS_SERVER }, async (t) => {
-  // The tables of the first two steps: the next one (the columns of the list issue) takes the
-  // table's strongest lock
+  // The tables of the first two steps: the next one (the columns that track changes of books)
+  // takes the table's strongest lock
   const dbUrl = await createDatabaseWithBooks(t, 1000, ({ version }) => version <= 2)
   const db = await pgClient(t, dbUrl)
   // A long read: its transaction holds the table until it ends

@@ -2,7 +2,8 @@
  * test/helpers/wait.ts's `acceptsConnections`, which the database and Redis helpers use to decide
  * what a test file runs on, against a real listener on a port the system picked: it must say yes
  * when the event loop was blocked past its timeout while the connection was made, as loading a
- * test's modules on a busy machine blocks it (seen: a file ran on PGlite and skipped a test).
+ * test's modules on a busy machine blocks it; a wrong no would run a file on PGlite and skip
+ * the tests that need a server.
  */
 import { createServer } from 'node:net'
 import t from 'tap'

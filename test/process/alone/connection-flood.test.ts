@@ -2,8 +2,8 @@
  * One address flooding idle keep-alive connections past the file-descriptor limit, against the
  * real process over real sockets: the flood is bounded (429, closed) while another address is
  * still served within 100 ms. In test/process/alone/ (nothing runs beside it): that bound is the
- * service's latency for one client while another floods it, which other files' CPU on this
- * machine blurred (a p99 of 195 ms in one run beside them). The other bounds on connections:
+ * service's latency for one client while another floods it, which other files' CPU on the
+ * same machine would blur past the bound. The other bounds on connections:
  * test/process/connection-limits.test.ts.
  */
 import { readFileSync } from 'node:fs'

@@ -18,7 +18,7 @@ import { sleep } from '../../helpers/wait.js'
 
 t.setTimeout(300_000)
 
-/** The bounds of the issue: resident memory while they stall, and the point reads' p99. */
+/** The bounds on stalled listings: resident memory while they stall, and the point reads' p99 (docs/performance.md, Clients that stop reading). */
 const RSS_BOUND_MIB = 400
 const P99_BOUND_MS = 100
 
