@@ -16,7 +16,7 @@ t.test('a position comes back as it went, the choice of reading the matches firs
   }
 })
 
-t.test('a cursor without the choice (made before it was kept) is read, and its page decides again', async (t) => {
+t.test('a cursor that does not carry the choice is read, and its page decides again', async (t) => {
   const position = { key: 1954, id: '42', snapshot: '100:105:' }
   const decoded = cursors.decode(WALK, cursors.encode(WALK, position))
   t.strictSame(decoded, position)
