@@ -21,8 +21,8 @@
  * Pipelining: Node's HTTP server reads a connection on as long as no answer is waiting to be
  * written, and hands every request it parses to the app at once (it answers them in order). A
  * request that waits on the database (a listing) has written nothing yet, so a client that
- * pipelined thousands of them and read nothing had them all read from the database and held in
- * memory. Here a connection has one request in hand at a time: the next reaches the app once
+ * pipelined thousands of them and read nothing would have them all read from the database and
+ * held in memory. Here a connection has one request in hand at a time: the next reaches the app once
  * the answer before it has been handed to the kernel, and while a request waits the socket is
  * not read. Node still parses what it has already read (64 KB at once): up to
  * MAX_WAITING_PER_CONNECTION of those wait their turn, as Node's request and response objects
@@ -33,11 +33,15 @@
  * left, a send timeout, an answer with `Connection: close`) drops whatever waited on it, and
  * what Node still parses from it never reaches the app.
  *
- * Send timeout (`sendTimeoutMs`): Node's socket timeout, which destroys a connection that has
- * no activity for that long. While a write is pending, Node counts every byte the kernel takes
+ * Send timeout (`sendTimeoutMs`, SEND_TIMEOUT_MS on the public server): Node's socket timeout,
+ * which destroys a connection that has no activity for that long, so that a client that asks
+ * for a long listing and stops reading does not keep its connection, its place in the kernel's
+ * buffers and the pages held for it for ever. While a write is pending, Node counts every byte the kernel takes
  * as activity, so a client that reads slowly but steadily is never cut. Between requests of a
  * keep-alive connection Node uses `keepAliveTimeout` instead, and restores this one when the
- * next request arrives. Once `drain` is called, a connection with bytes waiting for its client
+ * next request arrives. While a request is received, the headers and request timeouts (5 s,
+ * 10 s) come first; a handler waits for the database at most DATABASE_CALL_BOUND_MS (5 s), which
+ * the setting's minimum stays well above. Once `drain` is called, a connection with bytes waiting for its client
  * is cut off after DRAIN_SEND_TIMEOUT_MS instead: the close would otherwise wait on it, and on
  * the pipelined requests behind it, until the grace of `-g` ran out.
  *
@@ -55,11 +59,11 @@ import { Message } from './envelope.js'
 import { onServerEnd } from './node-internals.js'
 
 /** From this share of `max` open on, idle keep-alive connections are shed sooner. */
-export const HIGH_WATER_FRACTION = 0.5
+const HIGH_WATER_FRACTION = 0.5
 /** Shedding stops below this share again, so that it does not flap at the mark. */
-export const LOW_WATER_FRACTION = 0.4
+const LOW_WATER_FRACTION = 0.4
 /** While shedding: how long a keep-alive connection may stay idle (instead of 72 s). */
-export const IDLE_SHED_MS = 5000
+const IDLE_SHED_MS = 5000
 /** What the answer to a connection over a bound says the client should wait. */
 export const RETRY_AFTER_S = 5
 /** A refused address is logged at most once in this window. */
@@ -75,7 +79,7 @@ export const MAX_WAITING_PER_CONNECTION = 4
  * read it, unless the client closes first. It is not read meanwhile: Node would parse what it
  * reads into yet more requests.
  */
-export const OVERFLOW_END_MS = 5000
+const OVERFLOW_END_MS = 5000
 
 /**
  * While a shutdown drains: how long a client may take none of its answer before it is cut off.
@@ -87,9 +91,9 @@ export const DRAIN_SEND_TIMEOUT_MS = 1000
 const DRAIN_CHECK_MS = 250
 
 /** How long a connection the server has ended is still read, its bytes discarded. */
-export const LINGER_MS = 5000
+const LINGER_MS = 5000
 /** How much of it is read at most: a client sending faster than that is cut off sooner. */
-export const LINGER_MAX_BYTES = 8 * 1024 * 1024
+const LINGER_MAX_BYTES = 8 * 1024 * 1024
 /** How often the bytes read while lingering are looked at. */
 const LINGER_CHECK_MS = 100
 
@@ -146,27 +150,27 @@ interface Listener {
 }
 
 /** One connection: all the state the app keeps about it. */
-interface Connection {
-  socket: Duplex
-  /** The server that accepted it; none for a socket only closed lingering (a test's). */
-  listener: Listener | undefined
-  address: string
-  /** Over a bound: answered so, and not counted. */
-  refused: RefusedStatus | undefined
+class Connection {
   /** Requests parsed and not yet answered; -1 before the first (not idle: Node's headers timeout covers it). */
-  requests: number
+  requests = -1
   /** The response to the request in hand: from reaching the app to its answer. */
   inHand: ServerResponse | undefined
   /** The requests after it, each handed to the app in turn. */
-  waiting: Array<() => void>
+  waiting: Array<() => void> = []
   /** More came than may wait: those in hand and waiting are answered, then the connection ends. */
-  overflowed: boolean
+  overflowed = false
   overflowTimer: NodeJS.Timeout | undefined
   /** Whether the drain has cut its send timeout to DRAIN_SEND_TIMEOUT_MS. */
-  shortened: boolean
+  shortened = false
   /** While it closes lingering: the `bytesRead` past which it is cut off. */
   lingerLimit: number | undefined
   lingerTimer: NodeJS.Timeout | undefined
+
+  /**
+   * `address`: its client's `addressKey`; `listener`: the server that accepted it, none for a
+   * socket only closed lingering (a test's); `refused`: over a bound, answered so, not counted.
+   */
+  constructor (readonly socket: Duplex, readonly address = '', readonly listener?: Listener, readonly refused?: RefusedStatus) {}
 }
 
 function bytesRead (socket: Duplex): number {
@@ -242,7 +246,7 @@ export class Connections {
    */
   closeLingering (socket: Duplex) {
     if (socket.destroyed) return
-    const record = this.#records.get(socket) ?? this.#track(socket, undefined, undefined)
+    const record = this.#records.get(socket) ?? this.#track(new Connection(socket))
     if (record.lingerLimit !== undefined) return
     record.lingerLimit = bytesRead(socket) + LINGER_MAX_BYTES
     this.#lingering.add(record)
@@ -293,21 +297,8 @@ export class Connections {
     this.#log.warn({ address, ...fields }, message)
   }
 
-  #track (socket: Duplex, listener: Listener | undefined, refused: RefusedStatus | undefined): Connection {
-    const record: Connection = {
-      socket,
-      listener,
-      address: addressKey((socket as Partial<Socket>).remoteAddress),
-      refused,
-      requests: -1,
-      inHand: undefined,
-      waiting: [],
-      overflowed: false,
-      overflowTimer: undefined,
-      shortened: false,
-      lingerLimit: undefined,
-      lingerTimer: undefined
-    }
+  #track (record: Connection): Connection {
+    const { socket } = record
     this.#records.set(socket, record)
     this.#open.add(record)
     socket.once('close', () => this.#closed(record))
@@ -319,7 +310,7 @@ export class Connections {
     const address = addressKey(socket.remoteAddress)
     const held = listener.perAddress.get(address) ?? 0
     const refused = listener.open >= bounds.max ? 503 : held >= bounds.maxPerAddress ? 429 : undefined
-    const record = this.#track(socket, listener, refused)
+    const record = this.#track(new Connection(socket, address, listener, refused))
     onServerEnd(socket, () => this.closeLingering(socket))
     // Node resumes the reading after every request it parses and every answer; while requests
     // wait, it stays paused. Node's own listener (which restarts the reading) has run by now.
