@@ -12,8 +12,7 @@ import swagger from '../plugins/external/swagger.js'
 import adminListener from '../plugins/app/admin-listener.js'
 import authenticate from '../plugins/app/authenticate.js'
 import consolePages from '../plugins/app/console.js'
-import connectionLimits from '../plugins/app/connection-limits.js'
-import lingeringClose from '../plugins/app/lingering-close.js'
+import connections from '../plugins/app/connections.js'
 import booksRepository from '../plugins/app/books-repository.js'
 import changeLog from '../plugins/app/change-log.js'
 import idempotencyKeys from '../plugins/app/idempotency-keys.js'
@@ -27,8 +26,6 @@ import metrics from '../plugins/app/metrics.js'
 import migrate from '../plugins/app/migrate.js'
 import readBudget from '../plugins/app/read-budget.js'
 import responseHeaders from '../plugins/app/response-headers.js'
-import sendTimeout from '../plugins/app/send-timeout.js'
-import shutdown from '../plugins/app/shutdown.js'
 import books from '../routes/books.js'
 import changes from '../routes/changes.js'
 import health from '../routes/health.js'
@@ -36,7 +33,6 @@ import metricsRoute from '../routes/metrics.js'
 import token from '../routes/token.js'
 import { errorHandler } from './errors.js'
 import { HTTP_SERVER_OPTIONS } from './http.js'
-import { inTurn } from './pipelining.js'
 import { requestLog } from './request-log.js'
 import { markListening } from './start-up.js'
 
@@ -50,9 +46,9 @@ export const BODY_LIMIT = 64 * 1024
 export const options: FastifyHttpOptions<Server> = {
   // Ample room for a book, and a cap on what a client can make us parse
   bodyLimit: BODY_LIMIT,
-  // The HTTP server Fastify would make, with each connection's requests handed to it in turn
-  // (src/pipelining.ts)
-  serverFactory: (handler) => createServer(HTTP_SERVER_OPTIONS, inTurn(handler)),
+  // The HTTP server Fastify would make, with the options of both listeners; the connections
+  // plugin takes over its connections and its request listener (src/connections.ts)
+  serverFactory: (handler) => createServer(HTTP_SERVER_OPTIONS, handler),
   // The contract's fields have fixed types: "1999" must not become 1999, nor null become ""
   ajv: { customOptions: { coerceTypes: false } },
   // Fastify's own 503 while closing is not an envelope; in-flight requests finish instead
@@ -90,23 +86,19 @@ export const options: FastifyHttpOptions<Server> = {
 export type AppOptions = EnvOptions
 
 async function app (fastify: FastifyInstance, { environment }: AppOptions) {
-  // Order matters: the configuration first; then the bounds on connections, whose answer comes
-  // before any other hook; then what applies to every response, in the order its headers are
-  // written; then the database (migrated before anything queries it), the
-  // token machinery, and the routes that use all of them
+  // Order matters: the configuration first; then the connections, whose answer to one over a
+  // bound comes before any other hook (the plugins after them name them in `dependencies`);
+  // then what applies to every response, in the order its headers are written; then the
+  // database (migrated before anything queries it), the token machinery, and the routes that
+  // use all of them
   await fastify.register(env, { environment })
   // What fails from now on is no longer a start-up failure (src/start-failure.ts)
   fastify.addHook('onListen', async () => markListening())
-  await fastify.register(lingeringClose)
-  await fastify.register(connectionLimits)
-  // Before the shutdown, so that its preClose hook (the drain's send timeout) runs before the
-  // shutdown's waits
-  await fastify.register(sendTimeout)
-  await fastify.register(shutdown)
+  await fastify.register(connections)
   await fastify.register(responseHeaders)
   await fastify.register(cors)
-  await fastify.register(httpEdge)
   await fastify.register(adminListener)
+  await fastify.register(httpEdge)
   await fastify.register(postgres)
   await fastify.register(migrate)
   await fastify.register(metrics)

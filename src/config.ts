@@ -27,7 +27,7 @@ export const ADMIN_CONNECTION_HARD_CAP = 32
  * README's example (at `ulimit -n` 20000) can be checked against it on any machine.
  */
 export function connectionBounds (fileLimit: number) {
-  // The most client connections the process accepts at all (plugins/app/connection-limits.ts):
+  // The most client connections the process accepts at all (src/connections.ts):
   // beyond this Node drops a connection as it is accepted. The admin listener's are kept apart
   const hardCap = Math.max(1, fileLimit - RESERVED_FDS - ADMIN_CONNECTION_HARD_CAP)
   // 80% of the hard cap: the rest is room to answer and close the connections over the bounds
@@ -74,13 +74,13 @@ export const ConfigSchema = Type.Object({
   // on any server, which is how the tests run that SQL on plain PostgreSQL and PGlite
   DB_DIALECT: Type.Union([Type.Literal('auto'), Type.Literal('citus')], { default: 'auto', description: 'auto or citus' }),
   // After SIGTERM or SIGINT: how long readiness answers 503 while everything else is still served,
-  // so a load balancer takes the instance out before it stops accepting (plugins/app/shutdown.ts).
+  // so a load balancer takes the instance out before it stops accepting (plugins/app/connections.ts).
   // At most 10 minutes: a larger value is a unit mistake
   SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 0, description: 'milliseconds from 0 to 600000' }),
   // Open client connections, in all and per client address (the socket's peer, an IPv6 /64): a
   // connection over either bound is answered 503 or 429 and closed. At most what the file
   // descriptor limit leaves (CONNECTION_HARD_CAP); the one per address at most MAX_CONNECTIONS,
-  // which the connection-limits plugin checks at start-up
+  // which the connections plugin checks at start-up
   MAX_CONNECTIONS: Type.Integer({
     minimum: 1,
     maximum: CONNECTION_HARD_CAP,
@@ -88,7 +88,7 @@ export const ConfigSchema = Type.Object({
     description: `an integer from 1 to ${CONNECTION_HARD_CAP} (the file-descriptor limit minus ${RESERVED_FDS + ADMIN_CONNECTION_HARD_CAP})`
   }),
   MAX_CONNECTIONS_PER_ADDRESS: Type.Integer({ minimum: 1, default: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, description: 'an integer from 1 to MAX_CONNECTIONS' }),
-  // A response whose client takes none of it for this long is cut off (plugins/app/send-timeout.ts).
+  // A response whose client takes none of it for this long is cut off (src/connections.ts).
   // At least 10 s: the same timer runs while a handler waits for the database (at most 5 s)
   SEND_TIMEOUT_MS: Type.Integer({ minimum: 10_000, maximum: 600_000, default: 30_000, description: 'milliseconds from 10000 to 600000' }),
   // Attempts at POST /token per client address and minute

@@ -14,7 +14,7 @@ const atDebug = new WeakSet<FastifyRequest>()
 
 /**
  * Writes this request's line at `debug`: for answers that are logged otherwise already, once for
- * many (a connection over a bound, plugins/app/connection-limits.ts).
+ * many (a connection over a bound, src/connections.ts).
  */
 export function logRequestAtDebug (request: FastifyRequest) {
   atDebug.add(request)
@@ -52,7 +52,7 @@ export class RequestLogController extends LogController {
   }
 }
 
-/** Requests whose connection the send timeout cut (plugins/app/send-timeout.ts). */
+/** Requests whose connection the send timeout cut (src/connections.ts). */
 const stalled = new WeakSet<FastifyRequest>()
 
 /**

@@ -7,7 +7,7 @@
  * exits 1 ("second SIGINT, exiting") on any further one. But one request to stop often arrives
  * twice: Ctrl-C in a terminal signals the whole process group, and npm, in that group too,
  * forwards the same signal once more. And the close must wait until the load balancer has taken
- * the instance out (`beginShutdown`, plugins/app/shutdown.ts) before the grace (`-g`) starts.
+ * the instance out (`beginShutdown`, plugins/app/connections.ts) before the grace (`-g`) starts.
  * No supported way changes that: fastify-cli documents no option for it, passes on only `delay`
  * (`-g`) of close-with-grace's options (not `skip` or `onSecondSignal`), and a listener of the
  * app's own cannot keep close-with-grace's from acting on every signal.

@@ -1,5 +1,6 @@
 /**
- * Adds `fastify.operationsRoute` and `fastify.adminAddress`, and with ADMIN_PORT set, a listener
+ * Adds `fastify.operationsRoute`, `fastify.adminAddress` and `fastify.listenerConstraints`, and
+ * with ADMIN_PORT set, a listener
  * of its own for the operations endpoints (`/health/*`, `/metrics`): the route constraint
  * `listener`, an `onReady` hook that starts the admin server on ADMIN_HOST (127.0.0.1 unless
  * set), and an `onClose` hook that closes it. Without ADMIN_PORT, only the two decorators: no
@@ -19,12 +20,13 @@
  * unknown path answers. A second Fastify instance would need its own hooks, error handler,
  * metrics registry and shutdown state, kept in step with this one's by hand.
  *
- * The admin server gets the public server's timeouts, its Node-level edge handlers (client
- * errors, CONNECT, Expect) and bounds of its own on connections (ADMIN_MAX_CONNECTIONS, counted
+ * The admin server gets the public server's timeouts and Node-level edge handlers (client
+ * errors, CONNECT, Expect), and `fastify.connections` keeps its connections as it keeps the
+ * public server's (src/connections.ts), with bounds of their own (ADMIN_MAX_CONNECTIONS, counted
  * against the descriptors apart from the public ones), so it answers a hostile client as the
  * public port does. It listens once the app is ready (a port already taken fails the start-up)
  * and closes last: Fastify closes its own server first, after the drain
- * (plugins/app/shutdown.ts), and only then runs the `onClose` hooks. So a probe of the admin port sees readiness 503 from the signal on, through
+ * (plugins/app/connections.ts), and only then runs the `onClose` hooks. So a probe of the admin port sees readiness 503 from the signal on, through
  * SHUTDOWN_DELAY_MS and the drain, until the process is about to exit.
  */
 import { createServer, type IncomingMessage } from 'node:http'
@@ -33,22 +35,10 @@ import type { FastifyInstance, RouteShorthandOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import { ADMIN_CONNECTION_HARD_CAP, ADMIN_MAX_CONNECTIONS, ADMIN_MAX_CONNECTIONS_PER_ADDRESS } from '../../src/config.js'
 import { HTTP_SERVER_OPTIONS } from '../../src/http.js'
-import { inTurn } from '../../src/pipelining.js'
 import { describeListenError } from '../../src/start-up.js'
 
 /** The route constraint of the operations routes while ADMIN_PORT is set. */
 const ADMIN_ONLY = { listener: 'admin' } as const
-
-/** Requests that came in through the admin listener; what the `listener` constraint reads. */
-const viaAdmin = new WeakSet<IncomingMessage>()
-
-/**
- * The route constraints a request was routed with, for a lookup of the routes it could have
- * reached (the 404/405 of plugins/app/http-edge.ts): the admin listener's, or none.
- */
-export function listenerConstraints (raw: IncomingMessage): typeof ADMIN_ONLY | undefined {
-  return viaAdmin.has(raw) ? ADMIN_ONLY : undefined
-}
 
 /** A route's entry in the router, as find-my-way's constraint stores hold it. */
 type RouteStore = Parameters<ReturnType<Parameters<FastifyInstance['addConstraintStrategy']>[0]['storage']>['set']>[1]
@@ -66,6 +56,11 @@ declare module 'fastify' {
     operationsRoute: <T extends RouteShorthandOptions>(options: T) => T
     /** Where the admin listener listens, once it does; null without ADMIN_PORT or before ready. */
     adminAddress: () => AddressInfo | null
+    /**
+     * The route constraints a request was routed with, for a lookup of the routes it could have
+     * reached (the 404/405 of plugins/app/http-edge.ts): the admin listener's, or none.
+     */
+    listenerConstraints: (raw: IncomingMessage) => typeof ADMIN_ONLY | undefined
   }
 }
 
@@ -74,6 +69,9 @@ export default fp(async function adminListener (fastify) {
   const port = config.ADMIN_PORT
   let address: AddressInfo | null = null
   fastify.decorate('adminAddress', () => address)
+  /** Requests that came in through the admin listener; what the `listener` constraint reads. */
+  const viaAdmin = new WeakSet<IncomingMessage>()
+  fastify.decorate('listenerConstraints', (raw: IncomingMessage) => viaAdmin.has(raw) ? ADMIN_ONLY : undefined)
 
   if (port === undefined) {
     fastify.decorate('operationsRoute', <T extends RouteShorthandOptions>(options: T): T => options)
@@ -100,15 +98,17 @@ export default fp(async function adminListener (fastify) {
   fastify.decorate('operationsRoute', <T extends RouteShorthandOptions>(options: T): T =>
     ({ ...options, constraints: ADMIN_ONLY, schema: { ...options.schema, hide: true } }))
 
-  const server = createServer(HTTP_SERVER_OPTIONS, inTurn((req, res) => {
+  const server = createServer(HTTP_SERVER_OPTIONS, (req, res) => {
     viaAdmin.add(req)
     fastify.routing(req, res)
-  }))
-  fastify.limitConnections(server, {
-    max: ADMIN_MAX_CONNECTIONS,
-    maxPerAddress: ADMIN_MAX_CONNECTIONS_PER_ADDRESS,
-    hardCap: ADMIN_CONNECTION_HARD_CAP,
-    names: { max: 'the admin port\'s bound', maxPerAddress: 'the admin port\'s bound per address' }
+  })
+  fastify.connections.attach(server, {
+    bounds: {
+      max: ADMIN_MAX_CONNECTIONS,
+      maxPerAddress: ADMIN_MAX_CONNECTIONS_PER_ADDRESS,
+      hardCap: ADMIN_CONNECTION_HARD_CAP,
+      names: { max: 'the admin port\'s bound', maxPerAddress: 'the admin port\'s bound per address' }
+    }
   })
 
   fastify.addHook('onReady', async function () {
@@ -133,8 +133,8 @@ export default fp(async function adminListener (fastify) {
   fastify.addHook('onClose', async function () {
     if (!server.listening) return
     // The public server has closed by now; requests in flight here finish (their responses say
-    // `Connection: close`, plugins/app/shutdown.ts), idle connections are closed at once
+    // `Connection: close`, plugins/app/connections.ts), idle connections are closed at once
     await new Promise((resolve) => server.close(resolve))
     log.info('admin server closed')
   })
-}, { name: 'admin-listener', dependencies: ['env', 'connection-limits'] })
+}, { name: 'admin-listener', dependencies: ['env', 'connections'] })

@@ -17,25 +17,23 @@
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { Message, failure, statusMessage, type MessageText } from '../../src/envelope.js'
+import { type Connections, RETRY_AFTER_S, refusedMessage } from '../../src/connections.js'
 import { ApiError, errorHandler } from '../../src/errors.js'
 import { fieldCount, METHODS } from '../../src/http.js'
 import { requestLog } from '../../src/request-log.js'
-import { listenerConstraints } from './admin-listener.js'
-import { RETRY_AFTER_S, refusedMessage, refusedStatus } from './connection-limits.js'
-import { isLingering, lingeringClose } from './lingering-close.js'
 import { setResponseHeaders } from './response-headers.js'
 
 /**
- * Answers in the envelope on the raw socket, then closes it lingering: for requests Node's HTTP
- * server handles itself, before or instead of Fastify. `head`: the request was a HEAD, so the
- * answer has no body (RFC 9110 section 9.3.2); a body would be read as the start of the next
- * response on the connection.
+ * Answers in the envelope on the raw socket, then closes it lingering (`connections`): for
+ * requests Node's HTTP server handles itself, before or instead of Fastify. `head`: the request
+ * was a HEAD, so the answer has no body (RFC 9110 section 9.3.2); a body would be read as the
+ * start of the next response on the connection.
  */
 export function endSocketWithEnvelope (
-  socket: Duplex, status: number, headers = '',
+  connections: Pick<Connections, 'closeLingering'>, socket: Duplex, status: number, headers = '',
   { head = false, message = statusMessage(status) }: { head?: boolean, message?: MessageText } = {}
 ) {
   const body = JSON.stringify(failure(status, message))
@@ -46,7 +44,7 @@ export function endSocketWithEnvelope (
       `Content-Length: ${Buffer.byteLength(body)}\r\n${headers}` +
       `Connection: close\r\n\r\n${head ? '' : body}`)
   }
-  lingeringClose(socket)
+  connections.closeLingering(socket)
 }
 
 /**
@@ -61,21 +59,23 @@ function isHead (error: NodeJS.ErrnoException & { rawPacket?: unknown }): boolea
 /**
  * The `clientErrorHandler` server option: requests Node's HTTP parser rejects (oversized
  * headers, bad syntax, timeouts). A server option, not a hook: Fastify installs it when the
- * server is created. A connection over a bound of plugins/app/connection-limits.ts gets its 429
- * or 503 instead; one being closed already gets nothing more.
+ * server is created, bound to the instance (`this`), whose `connections` know the socket. A
+ * connection over a bound (src/connections.ts) gets its 429 or 503 instead; one being closed
+ * already gets nothing more.
  */
-export function clientErrorHandler (error: NodeJS.ErrnoException & { rawPacket?: unknown }, socket: Socket) {
-  if (error.code === 'ECONNRESET' || socket.destroyed || isLingering(socket)) return
+export function clientErrorHandler (this: Pick<FastifyInstance, 'connections'>, error: NodeJS.ErrnoException & { rawPacket?: unknown }, socket: Socket) {
+  const { connections } = this
+  if (error.code === 'ECONNRESET' || socket.destroyed || connections.isLingering(socket)) return
   const head = isHead(error)
-  const refused = refusedStatus(socket)
+  const refused = connections.refusedStatus(socket)
   if (refused !== undefined) {
-    endSocketWithEnvelope(socket, refused, `Retry-After: ${RETRY_AFTER_S}\r\n`, { head, message: refusedMessage(refused) })
+    endSocketWithEnvelope(connections, socket, refused, `Retry-After: ${RETRY_AFTER_S}\r\n`, { head, message: refusedMessage(refused) })
     return
   }
   const status = error.code === 'HPE_HEADER_OVERFLOW'
     ? 431
     : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : error.code === 'HPE_INVALID_VERSION' ? 505 : 400
-  endSocketWithEnvelope(socket, status, '', { head })
+  endSocketWithEnvelope(connections, socket, status, '', { head })
 }
 
 /**
@@ -99,13 +99,14 @@ export function frameworkErrors (error: FastifyError, request: FastifyRequest, r
 export const MAX_HEADER_FIELDS = 100
 
 export default fp(async function httpEdge (fastify) {
+  const { connections } = fastify
   fastify.server.on('connect', (request, socket) => {
     // The version first, as for every other method (the onRequest hook below)
-    if (request.httpVersionMajor !== 1) endSocketWithEnvelope(socket, 505)
-    else endSocketWithEnvelope(socket, 405, `Allow: ${METHODS.join(', ')}\r\n`)
+    if (request.httpVersionMajor !== 1) endSocketWithEnvelope(connections, socket, 505)
+    else endSocketWithEnvelope(connections, socket, 405, `Allow: ${METHODS.join(', ')}\r\n`)
   })
   fastify.server.on('checkExpectation', (request, response) => {
-    endSocketWithEnvelope(response.socket!, 417, '', { head: request.method === 'HEAD' })
+    endSocketWithEnvelope(connections, response.socket!, 417, '', { head: request.method === 'HEAD' })
   })
 
   fastify.addHook('onRequest', function (request, reply, done) {
@@ -129,7 +130,7 @@ export default fp(async function httpEdge (fastify) {
   fastify.setNotFoundHandler(function (request, reply) {
     const [path = ''] = request.url.split('?', 1)
     // Only the routes of the listener the request came through (plugins/app/admin-listener.ts)
-    const constraints = listenerConstraints(request.raw)
+    const constraints = fastify.listenerConstraints(request.raw)
     const allowed = METHODS.filter((method) => fastify.findRoute({ method, url: path, constraints }) !== null)
     // A route of this very method that found nothing (a missing file under /docs/static/*) is a 404
     if (allowed.length > 0 && !allowed.includes(request.method as typeof METHODS[number])) {
@@ -137,4 +138,4 @@ export default fp(async function httpEdge (fastify) {
     }
     return reply.code(404).send(failure(404, Message.RouteNotFound))
   })
-}, { name: 'http-edge' })
+}, { name: 'http-edge', dependencies: ['connections', 'admin-listener'] })

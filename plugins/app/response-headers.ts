@@ -21,4 +21,4 @@ export default fp(async function responseHeaders (fastify) {
     setResponseHeaders(request, reply)
     done(null, payload)
   })
-}, { name: 'response-headers' })
+}, { name: 'response-headers', dependencies: ['connections'] })

@@ -12,7 +12,7 @@
  */
 import fc from 'fast-check'
 import t from 'tap'
-import { MAX_WAITING_PER_CONNECTION } from '../../src/pipelining.js'
+import { MAX_WAITING_PER_CONNECTION } from '../../src/connections.js'
 import { testEnv } from '../helper.js'
 import { createDatabase, pgClient, STORE_INDEPENDENT } from '../helpers/database.js'
 import { checkAnswer, documentedPairs } from '../helpers/hostile-http/answers.js'

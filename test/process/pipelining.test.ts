@@ -11,8 +11,7 @@ import { createDatabaseWithBooks, NEEDS_SERVER, pgClient, serviceStoppedReading 
 import { residentMiB, type Service, startService } from '../helpers/service.js'
 import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 import { BODY_LIMIT } from '../../src/app.js'
-import { MAX_WAITING_PER_CONNECTION } from '../../src/pipelining.js'
-import { DRAIN_SEND_TIMEOUT_MS } from '../../plugins/app/send-timeout.js'
+import { DRAIN_SEND_TIMEOUT_MS, MAX_WAITING_PER_CONNECTION } from '../../src/connections.js'
 
 async function serviceWithBooks (t: Test, books: number) {
   const dbUrl = await createDatabaseWithBooks(t, books)
@@ -127,7 +126,7 @@ t.test('connections that pipeline listings and read nothing hold little memory; 
   // Timed by the service's own log, from the shutdown's start to the last answer cut off, each
   // logged as its socket is destroyed: a busy machine delays the signal's delivery and the exit
   // after it far more than the service's timers. Node looks twice before it cuts (1 to 2 s,
-  // plugins/app/send-timeout.ts); the bound leaves a busy machine's timers 3 s more, and still
+  // src/connections.ts); the bound leaves a busy machine's timers 3 s more, and still
   // tells the drain's cut from what cut these answers without it: the send timeout (at least
   // 10 s) or the grace's forced exit (9 s, with exit code 1)
   const lines = service.logLines()

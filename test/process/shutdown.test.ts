@@ -7,7 +7,7 @@
 import { connect, type Socket } from 'node:net'
 import { Agent } from 'node:http'
 import t from 'tap'
-import { IDLE_CONNECTION_GRACE_MS } from '../../plugins/app/shutdown.js'
+import { IDLE_CONNECTION_GRACE_MS } from '../../plugins/app/connections.js'
 import { testEnv } from '../helper.js'
 import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { sendRequest, type Exchange } from '../helpers/keep-alive-request.js'

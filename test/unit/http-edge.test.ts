@@ -8,7 +8,13 @@ import type { Socket } from 'node:net'
 import { Duplex } from 'node:stream'
 import t, { type Test } from 'tap'
 import { clientErrorHandler, endSocketWithEnvelope } from '../../plugins/app/http-edge.js'
+import { Connections } from '../../src/connections.js'
 import { METHODS } from '../../src/http.js'
+
+/** What the answers close the sockets with; `clientErrorHandler` finds it on its `this`, the app. */
+const connections = new Connections({ info () {}, warn () {} })
+t.teardown(() => { connections.close() })
+const app = { connections }
 
 /** A Duplex that keeps everything handed to `write`, whether or not the stream could still take it. */
 class FakeSocket extends Duplex {
@@ -65,7 +71,7 @@ t.test('METHODS lists the methods the service has routes for, without OPTIONS', 
 
 t.test('endSocketWithEnvelope writes a 405 with the given Allow header before Connection: close, byte for byte, and closes the socket lingering', async (t) => {
   const socket = new FakeSocket()
-  endSocketWithEnvelope(socket, 405, `Allow: ${METHODS.join(', ')}\r\n`)
+  endSocketWithEnvelope(connections, socket, 405, `Allow: ${METHODS.join(', ')}\r\n`)
   t.equal(socket.written.join(''), ANSWERS[405])
   await closesLingering(t, socket, 'the socket')
 })
@@ -73,7 +79,7 @@ t.test('endSocketWithEnvelope writes a 405 with the given Allow header before Co
 t.test('endSocketWithEnvelope writes a 417, 431, 408 and 400 in the envelope with their messages, byte for byte, and closes the socket lingering', async (t) => {
   for (const status of [417, 431, 408, 400] as const) {
     const socket = new FakeSocket()
-    endSocketWithEnvelope(socket, status)
+    endSocketWithEnvelope(connections, socket, status)
     t.equal(socket.written.join(''), ANSWERS[status], `${status}`)
     await closesLingering(t, socket, `${status}`)
   }
@@ -81,7 +87,7 @@ t.test('endSocketWithEnvelope writes a 417, 431, 408 and 400 in the envelope wit
 
 t.test('endSocketWithEnvelope writes nothing to a socket that is no longer writable, and still closes it', async (t) => {
   const socket = endedSocket()
-  endSocketWithEnvelope(socket, 400)
+  endSocketWithEnvelope(connections, socket, 400)
   t.strictSame(socket.written, [])
   await closesLingering(t, socket, 'the socket')
 })
@@ -89,7 +95,7 @@ t.test('endSocketWithEnvelope writes nothing to a socket that is no longer writa
 t.test('clientErrorHandler answers HPE_HEADER_OVERFLOW with 431 and ERR_HTTP_REQUEST_TIMEOUT with 408, then closes the socket', async (t) => {
   for (const [code, status] of [['HPE_HEADER_OVERFLOW', 431], ['ERR_HTTP_REQUEST_TIMEOUT', 408]] as const) {
     const socket = new FakeSocket()
-    clientErrorHandler(Object.assign(new Error(code), { code }), socket as unknown as Socket)
+    clientErrorHandler.call(app, Object.assign(new Error(code), { code }), socket as unknown as Socket)
     t.equal(socket.written.join(''), ANSWERS[status], code)
     await closesLingering(t, socket, `${code}`)
   }
@@ -98,7 +104,7 @@ t.test('clientErrorHandler answers HPE_HEADER_OVERFLOW with 431 and ERR_HTTP_REQ
 t.test('clientErrorHandler answers any other parser error, or one without a code, with 400, then closes the socket', async (t) => {
   for (const code of ['HPE_INVALID_METHOD', 'HPE_INVALID_HEADER_TOKEN', 'HPE_INVALID_CONSTANT', 'HPE_CHUNK_EXTENSIONS_OVERFLOW', 'ERR_HTTP_HEADERS_TIMEOUT', undefined]) {
     const socket = new FakeSocket()
-    clientErrorHandler(Object.assign(new Error('parse error'), { code }), socket as unknown as Socket)
+    clientErrorHandler.call(app, Object.assign(new Error('parse error'), { code }), socket as unknown as Socket)
     t.equal(socket.written.join(''), ANSWERS[400], String(code))
     await closesLingering(t, socket, `${code}`)
   }
@@ -106,7 +112,7 @@ t.test('clientErrorHandler answers any other parser error, or one without a code
 
 t.test('clientErrorHandler writes nothing after ECONNRESET, the client being gone', async (t) => {
   const socket = new FakeSocket()
-  clientErrorHandler(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }), socket as unknown as Socket)
+  clientErrorHandler.call(app, Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }), socket as unknown as Socket)
   t.strictSame(socket.written, [])
 })
 
@@ -114,21 +120,21 @@ t.test('clientErrorHandler writes nothing to a destroyed socket, whatever the er
   for (const code of ['HPE_HEADER_OVERFLOW', 'ERR_HTTP_REQUEST_TIMEOUT', 'HPE_INVALID_METHOD']) {
     const socket = new FakeSocket()
     socket.destroy()
-    clientErrorHandler(Object.assign(new Error(code), { code }), socket as unknown as Socket)
+    clientErrorHandler.call(app, Object.assign(new Error(code), { code }), socket as unknown as Socket)
     t.strictSame(socket.written, [], code)
   }
 })
 
 t.test('clientErrorHandler writes nothing to a socket that is no longer writable', async (t) => {
   const socket = endedSocket()
-  clientErrorHandler(Object.assign(new Error('parse error'), { code: 'HPE_INVALID_METHOD' }), socket as unknown as Socket)
+  clientErrorHandler.call(app, Object.assign(new Error('parse error'), { code: 'HPE_INVALID_METHOD' }), socket as unknown as Socket)
   t.strictSame(socket.written, [])
   await closesLingering(t, socket, 'and still closes it')
 })
 
 t.test('endSocketWithEnvelope writes the head alone for a HEAD, with the Content-Length of the envelope', async (t) => {
   const socket = new FakeSocket()
-  endSocketWithEnvelope(socket, 400, '', { head: true })
+  endSocketWithEnvelope(connections, socket, 400, '', { head: true })
   t.equal(socket.written.join(''), ANSWERS[400].slice(0, ANSWERS[400].indexOf('\r\n\r\n') + 4))
   await closesLingering(t, socket, 'the socket')
 })
@@ -136,7 +142,7 @@ t.test('endSocketWithEnvelope writes the head alone for a HEAD, with the Content
 t.test('clientErrorHandler answers a HEAD, read from the bytes the parser saw, with the head alone', async (t) => {
   for (const [rawPacket, head] of [[Buffer.from('HEAD /\u00e9 HTTP/1.1\r\n'), true], [Buffer.from('GET /\u00e9 HTTP/1.1\r\n'), false], [Buffer.from('HEADX / HTTP/1.1\r\n'), false], [undefined, false]] as const) {
     const socket = new FakeSocket()
-    clientErrorHandler(Object.assign(new Error('parse error'), { code: 'HPE_INVALID_URL', rawPacket }), socket as unknown as Socket)
+    clientErrorHandler.call(app, Object.assign(new Error('parse error'), { code: 'HPE_INVALID_URL', rawPacket }), socket as unknown as Socket)
     t.equal(socket.written.join('').endsWith('\r\n\r\n'), head, `${JSON.stringify(rawPacket?.toString())}: ${head ? 'no' : 'a'} body`)
     await closesLingering(t, socket, 'the socket')
   }
