@@ -1,7 +1,7 @@
 /**
  * Requests pipelined on one connection, against the real process over raw sockets: they are
  * answered in order, one at a time; a connection that pipelines listings and reads nothing holds
- * little memory (it took 190 MB a connection); past MAX_WAITING_PER_CONNECTION waiting the
+ * little memory, since it has one request in hand at a time; past MAX_WAITING_PER_CONNECTION waiting the
  * connection ends after the answers before them; and a SIGTERM under that load closes at once.
  */
 import { connect, type Socket } from 'node:net'
@@ -90,23 +90,23 @@ t.test('requests after an answer that closes the connection never reach the app'
 t.test('connections that pipeline listings and read nothing hold little memory; SIGTERM closes at once', { skip: NEEDS_SERVER }, async (t) => {
   const connectionCount = 8
   // Long enough that the first listing on each connection fills the kernel's buffers and stalls:
-  // about 11 MB, beyond a socket's 4 MB of send buffer and its peer's receive buffer (30,000
-  // books, 1.1 MB, fitted in them on a machine whose tcp_rmem allows 32 MB, and the listing ended)
+  // about 11 MB, beyond a socket's send buffer and its peer's receive buffer together even where
+  // tcp_rmem allows a large one, so that the listing cannot end before the client pauses
   const { dbUrl, service, token, db } = await serviceWithBooks(t, 300_000)
   const pid = service.serverPid
   // Warm-up, so that the baseline holds what the first listings allocate for good
   await service.request('GET', '/books', { token, ms: 30_000 })
   const idle = residentMiB(pid)
 
-  // About 1 MB of listings on each connection: without the bound, each took the process up by
-  // about 190 MB
+  // About 1 MB of listings on each connection: without the bound, the service would read each
+  // of them from the database and hold it in memory
   const requests = listing(token).repeat(Math.ceil(1_000_000 / listing(token).length))
   const connections = await Promise.all(Array.from({ length: connectionCount }, () => pipeline(t, service, requests)))
   let peak = idle
   const sampler = setInterval(() => { peak = Math.max(peak, residentMiB(pid)) }, 50)
   t.teardown(() => clearInterval(sampler))
   // Each connection's first answer under way before its client stops reading: on a starved
-  // machine the service had not yet begun seven of eight when the shutdown came
+  // machine the service may not have begun some of them when the shutdown comes
   await waitUntil(() => connections.every((connection) => connection.received().length > 0), 30_000, 'every connection\'s first answer to begin')
   for (const connection of connections) connection.pause()
   await sleep(3000)
@@ -133,7 +133,7 @@ t.test('connections that pipeline listings and read nothing hold little memory; 
   const began = lines.find(({ msg }) => msg.startsWith('shutdown begins'))?.time ?? NaN
   const cuts = lines.filter(({ msg, sendTimeoutMs }) => msg.startsWith('response cut off') && sendTimeoutMs === DRAIN_SEND_TIMEOUT_MS)
   // Most often all eight; on a starved machine a first listing may have been wholly in the
-  // kernel's buffers, or not begun, when the shutdown came (seen: 7, then 1 before the wait above)
+  // kernel's buffers, or not begun, when the shutdown came
   t.ok(cuts.length >= 1 && cuts.length <= connectionCount, `the answers in progress (${cuts.length} of ${connectionCount} connections) are cut off by the drain's timeout`)
   const cutAfter = Math.max(...cuts.map(({ time }) => time)) - began
   const bound = 2 * DRAIN_SEND_TIMEOUT_MS + 3000
