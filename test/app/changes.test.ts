@@ -7,7 +7,7 @@
  */
 import type { FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
-import { KEEP_ALIVE_MS, MAX_PENDING_BYTES, POLL_MS } from '../../plugins/app/changes-feed.js'
+import { KEEP_ALIVE_MS, MAX_PENDING_BYTES, POLL_MS } from '../../src/changes-feed.js'
 import { RECONNECT_MS, changeIds } from '../../src/changes.js'
 import { SECRET, build, call, getToken } from '../helper.js'
 import { NEEDS_SERVER, createDatabase, pgClient } from '../helpers/database.js'
