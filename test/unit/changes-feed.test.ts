@@ -439,7 +439,7 @@ t.test('close ends every feed, stops the reader and every timer, and waits for a
 })
 
 t.test('endFeeds, as the close begins: every feed ends, new ones refused, the timers kept until close', async (t) => {
-  const { feed, open } = feedOf(t)
+  const { feed, timers, open } = feedOf(t)
   const client = await open()
   t.notOk(feed.closing())
   feed.endFeeds()
@@ -447,4 +447,7 @@ t.test('endFeeds, as the close begins: every feed ends, new ones refused, the ti
   t.ok(feed.closing())
   t.ok(client.ended)
   t.strictSame(client.events, ['start 0'], 'no event: the client resumes after the last it had')
+  t.equal(timers.scheduled, 2, 'the reader\'s and the keep-alives\' timers, until close')
+  await feed.close()
+  t.equal(timers.scheduled, 0)
 })
