@@ -1,7 +1,7 @@
 /**
- * The feed of changes of one instance, that GET /books/changes sends (routes/changes.ts; docs/api.md,
- * Live changes), on a change log (`ChangeLog`, the repository's in production) it is given with
- * everything else it needs: the plugin plugins/app/changes-feed.ts wires it, and
+ * The feed of changes of one instance, that GET /books/changes sends (routes/changes.ts;
+ * docs/api.md, Live changes), on the change log it is given (`ChangeLog`: plugins/app/change-log.ts
+ * in production) with everything else it needs: plugins/app/changes-feed.ts wires it, and
  * test/unit/changes-feed.test.ts drives it on a log in memory and a clock of its own.
  *
  * - One reader while the instance has feeds open: every POLL_MS it places the committed changes

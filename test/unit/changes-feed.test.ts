@@ -166,6 +166,13 @@ function reader (stream: Readable) {
   }
 }
 
+/** A limiter whose queries each wait until the test runs them: `pages.shift()!()`. */
+function heldQueries () {
+  const pages: Array<() => void> = []
+  const catchUpQueries: QueryLimiter = (fn) => new Promise((resolve, reject) => { pages.push(() => { Promise.resolve(fn()).then(resolve, reject) }) })
+  return { pages, catchUpQueries }
+}
+
 const positions = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i)
 
 /** A feed on a log in memory, with its clock, its log lines and its gauge; closed as the test ends. */
@@ -249,8 +256,7 @@ t.test('a feed that resumes from memory catches up, then goes on live, missing n
 })
 
 t.test('a feed that resumes from the log catches up a page at a time while the feed goes on, then from memory, then live', async (t) => {
-  const pages: Array<() => void> = []
-  const catchUpQueries: QueryLimiter = (fn) => new Promise((resolve, reject) => { pages.push(() => { Promise.resolve(fn()).then(resolve, reject) }) })
+  const { pages, catchUpQueries } = heldQueries()
   const { timers, changeLog, open } = feedOf(t, { catchUpQueries })
   changeLog.write(1000)
   await changeLog.placeChanges(PLACE_BATCH)
@@ -294,8 +300,7 @@ t.test('a feed that resumes from an id past what the log keeps gets `reset`, the
 })
 
 t.test('a feed whose next changes are pruned as it catches up gets `reset`', async (t) => {
-  const pages: Array<() => void> = []
-  const catchUpQueries: QueryLimiter = (fn) => new Promise((resolve, reject) => { pages.push(() => { Promise.resolve(fn()).then(resolve, reject) }) })
+  const { pages, catchUpQueries } = heldQueries()
   const { changeLog, open } = feedOf(t, { catchUpQueries })
   changeLog.write(10)
   await changeLog.placeChanges(PLACE_BATCH)
@@ -414,8 +419,7 @@ t.test('a prune places the changes first, then removes what is past the retentio
 })
 
 t.test('close ends every feed, stops the reader and every timer, and waits for a poll under way', async (t) => {
-  const pages: Array<() => void> = []
-  const catchUpQueries: QueryLimiter = (fn) => new Promise((resolve, reject) => { pages.push(() => { Promise.resolve(fn()).then(resolve, reject) }) })
+  const { pages, catchUpQueries } = heldQueries()
   const { feed, timers, changeLog, open } = feedOf(t, { catchUpQueries })
   changeLog.write(10)
   await changeLog.placeChanges(PLACE_BATCH)
