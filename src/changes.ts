@@ -1,7 +1,7 @@
 /**
  * The feed of changes, as its clients see it (docs/api.md, Live changes): the change ids, signed
  * so that a `Last-Event-ID` this service never issued is refused, and the text of its events in
- * the WHATWG server-sent events format. The feed itself is plugins/app/changes-feed.ts; the log
+ * the WHATWG server-sent events format. The feed itself is src/changes-feed.ts; the log
  * it reads, src/db/migrations.ts (version 15).
  */
 import { createHmac, timingSafeEqual } from 'node:crypto'

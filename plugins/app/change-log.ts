@@ -1,26 +1,20 @@
 /**
  * Adds `fastify.changeLog`, made by `createChangeLog` (below) on the pool of @fastify/postgres
  * once migrate has brought the tables up to date: the log of the books' changes that the feed
- * reads (plugins/app/changes-feed.ts). The books' writes record their changes in it, in the
+ * reads (src/changes-feed.ts, `ChangeLog`). The books' writes record their changes in it, in the
  * statements that make them (src/db/books-sql.ts); here they are placed in the feed's order,
  * read and pruned.
  */
 import type { PostgresDb } from '@fastify/postgres'
 import fp from 'fastify-plugin'
 import type { QueryResultRow } from 'pg'
+import type { Change } from '../../src/changes-feed.js'
 import { boundedQuery, boundedTransaction } from '../../src/db/bounded-query.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     changeLog: ReturnType<typeof createChangeLog>
   }
-}
-
-/** A change of the feed (src/db/migrations.ts, version 15): its position, kind and book as JSON. */
-export interface Change {
-  position: number
-  kind: 'created' | 'updated' | 'deleted'
-  book: string
 }
 
 interface ChangeRow {

@@ -2,18 +2,19 @@
  * GET /books/changes: every committed create, update and delete once, in each book's order, on
  * every instance; resumed with Last-Event-ID from memory and from the log; `reset` past what the
  * log keeps; a never-issued id refused; the feed ended as its token expires, as its client stops
- * reading, and as the instance closes; keep-alives. The app listens on a real port and the feed
- * is read over real sockets (test/helpers/feed.ts).
+ * reading, and as the instance closes; keep-alives; the open feeds in the metrics. The app
+ * listens on a real port and the feed is read over real sockets (test/helpers/feed.ts). The
+ * feed's rules one by one, on a log in memory: test/unit/changes-feed.test.ts.
  */
 import type { FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
-import { KEEP_ALIVE_MS, MAX_PENDING_BYTES, POLL_MS } from '../../plugins/app/changes-feed.js'
+import { KEEP_ALIVE_MS, MAX_PENDING_BYTES, POLL_MS } from '../../src/changes-feed.js'
 import { RECONNECT_MS, changeIds } from '../../src/changes.js'
 import { SECRET, build, call, getToken } from '../helper.js'
 import { NEEDS_SERVER, createDatabase, pgClient } from '../helpers/database.js'
 import { FeedClient, type BookChange } from '../helpers/feed.js'
 import { base64urlTwin, mint, nowSeconds } from '../helpers/tokens.js'
-import { sleep } from '../helpers/wait.js'
+import { sleep, waitUntil } from '../helpers/wait.js'
 
 interface Instance {
   app: FastifyInstance
@@ -306,6 +307,18 @@ t.test('a closing instance ends its feeds; the client resumes on another, missin
   t.equal((await resumed.connect(client.lastEventId)).status, 200)
   await resumed.waitFor('the create made meanwhile', () => resumed.changes().length === 1)
   t.match(resumed.changes()[0]!.book, { title: 'Dubliners' })
+})
+
+t.test('the open feeds are counted in changes_feed_subscribers', async (t) => {
+  const dbUrl = await createDatabase(t)
+  const service = await instance(t, dbUrl)
+  const subscribers = async () => /^changes_feed_subscribers (\d+)$/m.exec((await service.app.inject({ method: 'GET', url: '/metrics' })).body)?.[1]
+  t.equal(await subscribers(), '0', 'none open')
+  const clients = [await feed(t, service), await feed(t, service)]
+  await waitUntil(async () => await subscribers() === '2', 5000, 'two open')
+  clients[0]!.close()
+  await waitUntil(async () => await subscribers() === '1', 5000, 'one, once a client left')
+  t.equal(await subscribers(), '1')
 })
 
 t.test('feeds count against the connection bounds', async (t) => {

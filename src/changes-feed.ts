@@ -1,0 +1,397 @@
+/**
+ * The feed of changes of one instance, that GET /books/changes sends (routes/changes.ts;
+ * docs/api.md, Live changes), on the change log it is given (`ChangeLog`: plugins/app/change-log.ts
+ * in production) with everything else it needs: plugins/app/changes-feed.ts wires it, and
+ * test/unit/changes-feed.test.ts drives it on a log in memory and a clock of its own.
+ *
+ * - One reader while the instance has feeds open: every POLL_MS it places the committed changes
+ *   in the feed's order and reads those after the last it has sent (`readChanges`), then hands
+ *   them to every subscriber. The database work does not grow with the subscribers, and an
+ *   instance without any does none. Polling, not LISTEN: a pooler in transaction mode
+ *   (PgBouncer) delivers no notifications.
+ * - The last RECENT_CHANGES changes in memory, so that a client that reconnects (after a dropped
+ *   connection, or a restart of another instance) resumes without a query; one further behind
+ *   catches up from the log, a page at a time as it reads them.
+ * - A subscriber that takes none of what it was sent beyond MAX_PENDING_BYTES gets `reset` and
+ *   its response ends; a token that expires ends its feed with `token-expired`.
+ * - A keep-alive comment every KEEP_ALIVE_MS on every feed.
+ * - At close, every feed ends, so its client resumes on another instance, and the reader stops.
+ * - The log pruned a batch at a time (`pruneBatch`), its changes placed first (no reader may have
+ *   placed them): what it keeps is CHANGES_KEPT_HOURS and CHANGES_KEPT_COUNT.
+ */
+import { Readable } from 'node:stream'
+import type { FastifyBaseLogger } from 'fastify'
+import { KEEP_ALIVE, TOKEN_EXPIRED, event, feedStart, reset, type ChangeIds } from './changes.js'
+import type { Timer, Timers } from './timers.js'
+
+/** The log keeps every change for at least this long, and at least the last CHANGES_KEPT_COUNT. */
+export const CHANGES_KEPT_HOURS = 24
+export const CHANGES_KEPT_COUNT = 1_000_000
+/** How often each instance looks for new changes: a change reaches its feeds within about this. */
+export const POLL_MS = 200
+/** After a failed poll: the database is down or failing over. */
+export const POLL_RETRY_MS = 1000
+/**
+ * Changes placed and read per poll. A full one is followed by the next at once, unless a feed's
+ * client has not taken it yet: then after POLL_MS, so that a client that reads on is not reset
+ * during a burst.
+ */
+export const POLL_BATCH = 1000
+/** Changes placed per transaction where no feed reads them (before each prune). */
+export const PLACE_BATCH = 10_000
+/** Changes kept in memory for feeds that resume: about 1.5 MB at 150 bytes each. */
+export const RECENT_CHANGES = 10_000
+/** Changes per page of a feed that catches up. */
+export const CATCH_UP_PAGE = 500
+/** Between two comments on every feed: below SEND_TIMEOUT_MS's minimum (10 s), which would cut an idle feed. */
+export const KEEP_ALIVE_MS = 5000
+/**
+ * What a feed may hold that its client has not taken (Node's buffers, not the kernel's) when the
+ * next changes come: about 1,600 changes. Beyond it the feed ends with `reset`. A feed then holds
+ * this and one poll's changes at most.
+ */
+export const MAX_PENDING_BYTES = 256 * 1024
+
+/** A change of the feed (src/db/migrations.ts, version 15): its position, kind and book as JSON. */
+export interface Change {
+  position: number
+  kind: 'created' | 'updated' | 'deleted'
+  book: string
+}
+
+/** The change log, as the feed reads, places and prunes it. */
+export interface ChangeLog {
+  /**
+   * Gives the committed changes not yet placed in the feed their positions (up to `limit`, the
+   * oldest first), then answers up to `limit` changes after `position` and the last position
+   * given, placed by this instance or another.
+   */
+  readChanges (position: number, limit: number): Promise<{ changes: Change[], last: number }>
+  /** Up to `limit` changes after `position`, in the feed's order. */
+  changesAfter (position: number, limit: number): Promise<Change[]>
+  /** The first and last positions the log still keeps; 0 and 0 before the first change. */
+  changesKept (): Promise<{ first: number, last: number }>
+  /** Gives up to `limit` committed changes not yet placed their positions; answers how many. */
+  placeChanges (limit: number): Promise<number>
+  /** Removes up to `limit` of the oldest changes older than `keepSeconds` and not among the last `keepCount`; answers how many. */
+  pruneChanges (keepSeconds: number, keepCount: number, limit: number): Promise<number>
+}
+
+/** Runs `fn` once a query may start (p-limit's call shape): what bounds the catch-ups' connections. */
+export type QueryLimiter = <T>(fn: () => PromiseLike<T> | T) => Promise<T>
+
+/** What a feed's response (a `ServerResponse`) tells of its client: what Node holds that it has not taken, and when it took it. */
+export interface FeedResponse {
+  readonly writableLength: number
+  on (event: 'drain', listener: () => void): unknown
+}
+
+export interface ChangesFeedOptions {
+  changeLog: ChangeLog
+  /** The change ids of the events, signed for this deployment (src/changes.ts). */
+  ids: ChangeIds
+  catchUpQueries: QueryLimiter
+  timers: Timers
+  log: Pick<FastifyBaseLogger, 'info' | 'warn'>
+  /** Set to the number of open feeds as it changes (a Gauge). */
+  subscribers: { set (value: number): void }
+}
+
+/** One client's feed: the stream its response sends, and the last position it was sent. */
+class Subscription {
+  readonly stream: Readable
+  /** Waiting for the client to take what it was sent (`roomFor`). */
+  private drained: (() => void) | null = null
+  private expiry: Timer | undefined
+  /** Ended by the service, or its client gone: nothing more is sent. */
+  ended = false
+
+  constructor (public position: number, private readonly response: FeedResponse, private readonly timers: Timers, private readonly onEnd: () => void) {
+    this.stream = new Readable({
+      highWaterMark: 0,
+      read: () => this.wake(),
+      destroy: (err, callback) => {
+        this.finish()
+        callback(err)
+      }
+    })
+    response.on('drain', () => this.wake())
+  }
+
+  private finish () {
+    this.ended = true
+    this.timers.clearTimeout(this.expiry)
+    this.wake()
+    this.onEnd()
+  }
+
+  private wake () {
+    const drained = this.drained
+    this.drained = null
+    drained?.()
+  }
+
+  /** Bytes sent and not yet taken by the client (what Node holds, beyond the kernel's buffers). */
+  pending (): number {
+    return this.stream.readableLength + this.response.writableLength
+  }
+
+  send (text: string) {
+    if (!this.ended) this.stream.push(text)
+  }
+
+  /** Sends `last` and ends the feed: the response ends once its client has taken what it holds. */
+  end (last = '') {
+    if (this.ended) return
+    if (last !== '') this.stream.push(last)
+    this.stream.push(null)
+    this.finish()
+  }
+
+  expireAt (expiresAt: number) {
+    this.expiry = this.timers.setTimeout(() => this.end(TOKEN_EXPIRED), Math.max(0, expiresAt - this.timers.now()))
+  }
+
+  /** Resolves once the client has taken what it was sent, down to half the bound. */
+  async roomFor (): Promise<void> {
+    while (!this.ended && this.pending() > MAX_PENDING_BYTES / 2) {
+      await new Promise<void>((resolve) => { this.drained = resolve })
+    }
+  }
+}
+
+export class ChangesFeed {
+  readonly ids: ChangeIds
+  private readonly changeLog: ChangeLog
+  private readonly catchUpQueries: QueryLimiter
+  private readonly timers: Timers
+  private readonly log: ChangesFeedOptions['log']
+  private readonly subscribers: ChangesFeedOptions['subscribers']
+
+  private readonly subscriptions = new Set<Subscription>()
+  /** The subscriptions that have caught up: each poll's changes go to them. */
+  private readonly live = new Set<Subscription>()
+  /** The last position this instance has sent its feeds; null while the reader does not run. */
+  private position: number | null = null
+  /** The changes after `recentFrom` up to `position`, as their events' text. */
+  private recent: Array<{ position: number, text: string }> = []
+  private recentFrom = 0
+  private ending = false
+
+  // The reader runs while the instance has feeds: an instance that has none does no work for them
+  private reading = false
+  private starting: Promise<void> | null = null
+  private polling: Promise<void> = Promise.resolve()
+  private pollTimer: Timer | undefined
+  /** The last poll failed: logged once until one succeeds. */
+  private failing = false
+  private keepAliveTimer: Timer
+
+  constructor ({ changeLog, ids, catchUpQueries, timers, log, subscribers }: ChangesFeedOptions) {
+    this.changeLog = changeLog
+    this.ids = ids
+    this.catchUpQueries = catchUpQueries
+    this.timers = timers
+    this.log = log
+    this.subscribers = subscribers
+    const keepAlive = () => {
+      this.keepAliveTimer = timers.setTimeout(keepAlive, KEEP_ALIVE_MS)
+      for (const subscription of this.subscriptions) subscription.send(KEEP_ALIVE)
+    }
+    this.keepAliveTimer = timers.setTimeout(keepAlive, KEEP_ALIVE_MS)
+  }
+
+  /**
+   * A new feed, for a client whose token expires at `expiresAt` (ms), starting after the change
+   * at `after` (a `Last-Event-ID`), or with the next change. Rejects when the log cannot say
+   * where to start (503), or when the instance is closing.
+   */
+  async open (after: number | undefined, expiresAt: number, response: FeedResponse): Promise<Readable> {
+    await this.startReading()
+    const position = this.position
+    if (position === null) throw new Error('the feed\'s reader stopped as a feed opened')
+    let start = after ?? position
+    let resetting = false
+    if (after !== undefined && !(after >= this.recentFrom && after <= position)) {
+      // Not in memory: older, or sent by an instance whose reader is ahead of this one's
+      const kept = await this.changeLog.changesKept()
+      if (after > kept.last || (after < position && after + 1 < kept.first)) {
+        start = position
+        resetting = true
+      }
+    }
+    const first = feedStart(this.ids.encode(start)) + (resetting ? reset(this.ids.encode(start)) : '')
+    const subscription = new Subscription(start, response, this.timers, () => {
+      this.subscriptions.delete(subscription)
+      this.live.delete(subscription)
+      this.subscribers.set(this.subscriptions.size)
+    })
+    this.subscriptions.add(subscription)
+    this.subscribers.set(this.subscriptions.size)
+    subscription.send(first)
+    subscription.expireAt(expiresAt)
+    this.catchUp(subscription).catch((err: Error) => {
+      this.log.warn({ err }, 'a feed could not catch up: ended, its client resumes')
+      subscription.end()
+    })
+    return subscription.stream
+  }
+
+  /** Whether the feeds are closing: a new one is answered 503. */
+  closing (): boolean {
+    return this.ending
+  }
+
+  /** Ends every feed, so that its client resumes on another instance; a new one is refused from now on. */
+  endFeeds () {
+    this.ending = true
+    for (const subscription of this.subscriptions) subscription.end()
+  }
+
+  /** Ends every feed, stops the reader and the keep-alives, and waits for a poll under way. */
+  async close (): Promise<void> {
+    this.endFeeds()
+    this.stopReading()
+    this.timers.clearTimeout(this.keepAliveTimer)
+    await this.polling
+  }
+
+  /**
+   * One batch of the log's pruning (src/db/batched-removal.ts runs them): up to `limit` of the
+   * changes past what the log keeps; answers how many.
+   */
+  async pruneBatch (limit: number): Promise<number> {
+    // Placed first: while no instance has a feed open, no reader places the changes, and what
+    // is kept is counted in positions
+    while (await this.changeLog.placeChanges(PLACE_BATCH) === PLACE_BATCH);
+    return this.changeLog.pruneChanges(CHANGES_KEPT_HOURS * 3600, CHANGES_KEPT_COUNT, limit)
+  }
+
+  private text (change: Change): string {
+    return event(change.kind, change.book, this.ids.encode(change.position))
+  }
+
+  /** Where the feed stands after a read of the log: every feed starts over from `last` after reset. */
+  private startOver (last: number, why: string) {
+    this.log.warn({ last, sent: this.position }, why)
+    this.position = last
+    this.recent = []
+    this.recentFrom = last
+    for (const subscription of this.live) {
+      subscription.position = last
+      subscription.send(reset(this.ids.encode(last)))
+    }
+  }
+
+  /** Hands changes read from the log, the ones right after `position`, to the live feeds. */
+  private fanOut (changes: Change[]) {
+    const from = changes[0]!.position
+    const last = changes.at(-1)!.position
+    const texts = changes.map((change) => this.text(change))
+    for (let i = 0; i < changes.length; i++) this.recent.push({ position: changes[i]!.position, text: texts[i]! })
+    this.position = last
+    if (this.recent.length > 2 * RECENT_CHANGES) this.recent = this.recent.slice(-RECENT_CHANGES)
+    this.recentFrom = this.recent[0]!.position - 1
+    const all = texts.join('')
+    for (const subscription of this.live) {
+      // A feed that resumed from an id another instance sent may be ahead of this one
+      if (subscription.position >= last) continue
+      // Looked at before sending: a client that keeps up has taken the last poll's changes by
+      // now, however many they were
+      if (subscription.pending() > MAX_PENDING_BYTES) {
+        this.log.info({ pending: subscription.pending() }, 'a feed\'s client took too little of it: sent reset and ended')
+        subscription.end(reset(this.ids.encode(last)))
+        continue
+      }
+      subscription.send(subscription.position < from ? all : texts.slice(subscription.position - from + 1).join(''))
+      subscription.position = last
+    }
+  }
+
+  /** Reads the log once and hands what it read on; answers how many changes that was. */
+  private async poll (): Promise<number> {
+    if (this.position === null) {
+      this.position = (await this.changeLog.changesKept()).last
+      this.recentFrom = this.position
+    }
+    const { changes, last } = await this.changeLog.readChanges(this.position, POLL_BATCH)
+    if (last < this.position) {
+      this.startOver(last, 'the change log ends before the last change this instance sent (a database restored, or a failover that lost commits): every feed is reset')
+      return 0
+    }
+    if (changes.length === 0) return 0
+    if (changes[0]!.position !== this.position + 1) {
+      this.startOver(this.position, 'changes this instance had not sent were pruned: every feed is reset')
+      return 0
+    }
+    this.fanOut(changes)
+    return changes.length
+  }
+
+  /** Starts the reader, where the log ends now, unless it runs; rejects when the log cannot say. */
+  private async startReading (): Promise<void> {
+    if (this.reading) return
+    this.starting ??= (async () => {
+      this.position = null
+      this.recent = []
+      await this.poll()
+      this.reading = true
+      this.polling = Promise.resolve()
+      this.pollTimer = this.timers.setTimeout(() => { this.polling = this.pollOnce() }, POLL_MS)
+    })().finally(() => { this.starting = null })
+    await this.starting
+  }
+
+  private stopReading () {
+    this.timers.clearTimeout(this.pollTimer)
+    this.reading = false
+    this.position = null
+    this.recent = []
+  }
+
+  private async pollOnce () {
+    if (this.subscriptions.size === 0 || this.ending) return this.stopReading()
+    let delay = POLL_MS
+    try {
+      if (await this.poll() === POLL_BATCH && ![...this.live].some((subscription) => subscription.pending() > MAX_PENDING_BYTES)) delay = 0
+      if (this.failing) this.log.info('reading the change log again')
+      this.failing = false
+    } catch (err) {
+      if (!this.failing) this.log.warn({ err }, 'reading the change log failed; feeds wait and it is tried again')
+      this.failing = true
+      delay = POLL_RETRY_MS
+    }
+    if (!this.reading) return
+    this.pollTimer = this.timers.setTimeout(() => { this.polling = this.pollOnce() }, delay)
+  }
+
+  /** Sends `subscription` what it is behind, from memory or a page at a time from the log, then makes it live. */
+  private async catchUp (subscription: Subscription) {
+    while (!subscription.ended) {
+      if (subscription.position >= this.position!) {
+        this.live.add(subscription)
+        return
+      }
+      if (subscription.position >= this.recentFrom) {
+        // From memory: the entries are consecutive positions
+        const start = subscription.position - this.recentFrom
+        const page = this.recent.slice(start, start + CATCH_UP_PAGE)
+        subscription.send(page.map((entry) => entry.text).join(''))
+        subscription.position = page.at(-1)!.position
+      } else {
+        const after = subscription.position
+        const changes = await this.catchUpQueries(() => subscription.ended ? [] : this.changeLog.changesAfter(after, CATCH_UP_PAGE))
+        if (subscription.ended) return
+        if (changes.length === 0 || changes[0]!.position !== after + 1) {
+          // Pruned while this feed caught up: what it missed is no longer there
+          subscription.position = this.position!
+          subscription.send(reset(this.ids.encode(this.position!)))
+          continue
+        }
+        subscription.send(changes.map((change) => this.text(change)).join(''))
+        subscription.position = changes.at(-1)!.position
+      }
+      await subscription.roomFor()
+    }
+  }
+}
