@@ -44,7 +44,7 @@ export interface ServerSentEvent { type: string, data: string }
  * The WHATWG event stream format, as it arrives in pieces: lines (CRLF, LF or CR) of `field:
  * value`, an event dispatched at each blank line, comments (`:`) ignored.
  */
-export class EventStreamParser {
+class EventStreamParser {
   /** The id of the last event dispatched (`Last-Event-ID`); '' for none */
   lastEventId = ''
   /** The reconnection delay the stream asked for, in ms, if any */

@@ -5,7 +5,7 @@ import type { FastifyRateLimitStore } from '@fastify/rate-limit'
  * addresses of a flood, few enough that a full table stays small beside the rest of the process
  * (its size: docs/performance.md, Other figures).
  */
-export const ATTEMPT_TABLE_SIZE = 50_000
+const ATTEMPT_TABLE_SIZE = 50_000
 
 export type Callback = Parameters<FastifyRateLimitStore['incr']>[1]
 /** What the library passes to `child`: a limit's merged options (its types say route options). */

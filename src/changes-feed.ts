@@ -40,7 +40,7 @@ export const POLL_BATCH = 1000
 /** Changes placed per transaction where no feed reads them (before each prune). */
 export const PLACE_BATCH = 10_000
 /** Changes kept in memory for feeds that resume: about 1.5 MB at 150 bytes each. */
-export const RECENT_CHANGES = 10_000
+const RECENT_CHANGES = 10_000
 /** Changes per page of a feed that catches up. */
 export const CATCH_UP_PAGE = 500
 /** Between two comments on every feed: below SEND_TIMEOUT_MS's minimum (10 s), which would cut an idle feed. */

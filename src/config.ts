@@ -6,13 +6,13 @@ export const DEFAULT_PORT = 8080
 export const DEFAULT_HOST = '0.0.0.0'
 export const DEFAULT_LOG_LEVEL = 'info'
 /** Where the operations endpoints listen when ADMIN_PORT is set: this machine only. */
-export const DEFAULT_ADMIN_HOST = '127.0.0.1'
+const DEFAULT_ADMIN_HOST = '127.0.0.1'
 
 /**
  * File descriptors kept for everything but client connections: stdio, the database pool (up to
  * 100), Redis, PGlite's loopback socket, the files Node and the libraries open.
  */
-export const RESERVED_FDS = 256
+const RESERVED_FDS = 256
 
 /**
  * The admin listener's own bounds (ADMIN_PORT): a prober, a scraper and an operator need a
@@ -40,7 +40,7 @@ export function connectionBounds (fileLimit: number) {
 const BOUNDS = connectionBounds(openFileLimit())
 export const CONNECTION_HARD_CAP = BOUNDS.hardCap
 export const DEFAULT_MAX_CONNECTIONS = BOUNDS.maxConnections
-export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = BOUNDS.maxConnectionsPerAddress
+const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = BOUNDS.maxConnectionsPerAddress
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 

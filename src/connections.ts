@@ -114,7 +114,7 @@ export function addressKey (address: string | undefined): string {
 }
 
 /** The bounds on one server's connections, and the names its log lines give them. */
-export interface ConnectionBounds {
+interface ConnectionBounds {
   max: number
   maxPerAddress: number
   /** Beyond this many, Node drops a connection as it accepts it. */

@@ -1,5 +1,5 @@
 import { STATUS_CODES } from 'node:http'
-import { Type, type SchemaOptions, type Static, type TSchema } from '@sinclair/typebox'
+import { Type, type SchemaOptions, type Static, type TNull, type TSchema } from '@sinclair/typebox'
 
 /**
  * Every text a client can read in `message`, in one place. The first group is fixed word for word
@@ -86,7 +86,8 @@ export function EnvelopeSchema<T extends TSchema> (data: T, options?: SchemaOpti
   }, options)
 }
 
-export const ErrorEnvelopeSchema = EnvelopeSchema(Type.Null())
+/** The type of every error's schema: the envelope with `data: null`. */
+type ErrorEnvelopeSchema = ReturnType<typeof EnvelopeSchema<TNull>>
 
 /**
  * Named examples for the OpenAPI document, one per message. @fastify/swagger moves `x-examples`
@@ -123,5 +124,5 @@ export function failureSchemas<const F extends Partial<Record<FailureStatus, rea
       'x-response-description': `${STATUS_CODES[status]}: ${messages.join(', ')}`,
       'x-examples': examples(status, messages, null)
     })]
-  })) as { [S in keyof F]: typeof ErrorEnvelopeSchema }
+  })) as { [S in keyof F]: ErrorEnvelopeSchema }
 }

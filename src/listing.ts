@@ -8,7 +8,7 @@ import { isBookId } from './schemas/book.js'
 import { YEAR_MAX, YEAR_MIN } from './schemas/book-limits.js'
 import type { ListingQuery } from './schemas/listing.js'
 
-export type SortField = 'id' | 'title' | 'author' | 'year'
+type SortField = 'id' | 'title' | 'author' | 'year'
 
 /** The books of a listing and their order. */
 export interface Walk {

@@ -26,7 +26,7 @@ export function logRequestAtDebug (request: FastifyRequest) {
  * replaces Fastify's two lines (incoming, completed), which say less; headers, bodies and query
  * strings are never logged. It also covers what skips the hooks, like an undecodable URL.
  */
-export class RequestLogController extends LogController {
+class RequestLogController extends LogController {
   override incomingRequest () {}
 
   override requestCompleted (error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply) {
@@ -71,7 +71,7 @@ export const requestLog = new RequestLogController()
  * The request target without its query string: no route reads a query, and a client may put
  * anything there, a token (`?token=...`) among it, which must not reach the log.
  */
-export function pathOf (url: string): string {
+function pathOf (url: string): string {
   const query = url.indexOf('?')
   return query === -1 ? url : url.slice(0, query)
 }

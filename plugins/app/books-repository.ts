@@ -28,7 +28,7 @@ interface BookRow {
 }
 
 /** A book as stored, with its version (src/entity-tags.ts). */
-export interface StoredBook {
+interface StoredBook {
   book: Book
   version: number
 }
@@ -76,7 +76,7 @@ interface CreateCall {
  * The answer to a create. `created` and `replayed` come with the book as the first create of the
  * key answered it: its id, and the fields of the body (a later update or delete changes nothing).
  */
-export type CreateOutcome =
+type CreateOutcome =
   | { outcome: 'created' | 'replayed', book: Book }
   | { outcome: 'mismatch' | 'busy' }
 
@@ -102,7 +102,7 @@ function knownKey (call: CreateCall, stored: StoredKey | undefined): CreateOutco
  * Deletes and the existence check of a bad PUT are single statements. How a batch of creates or
  * updates is sent, in one statement or one per book, is the dialect's (src/db/dialect.ts).
  */
-export function createBooksRepository (pg: PostgresDb, dialect: SqlDialect) {
+function createBooksRepository (pg: PostgresDb, dialect: SqlDialect) {
   const query = <R extends QueryResultRow>(text: string, values: unknown[]) => boundedQuery<R>(pg.pool, { text, values })
 
   const finds = batched<string, StoredBook | null>(async (ids) => {

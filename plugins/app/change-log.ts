@@ -66,7 +66,7 @@ const PRUNE_CHANGES = `WITH kept AS MATERIALIZED (
            WHERE position < (SELECT coalesce(min(position) FILTER (WHERE NOT expired), max(position) + 1) FROM prunable)
          )`
 
-export function createChangeLog (pg: PostgresDb) {
+function createChangeLog (pg: PostgresDb) {
   const query = <R extends QueryResultRow>(text: string, values: unknown[]) => boundedQuery<R>(pg.pool, { text, values })
 
   return {

@@ -27,7 +27,7 @@ import { PROJECT_ROOT } from '../../src/project-root.js'
 
 /** Where `npm run build` puts the console (console/vite.config.mts). */
 export const CONSOLE_DIR = join(PROJECT_ROOT, 'dist', 'console')
-export const CONSOLE_PATH = '/console/'
+const CONSOLE_PATH = '/console/'
 
 /**
  * The console's pages may load and call nothing but this service: no inline script or style, no

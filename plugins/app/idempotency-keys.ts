@@ -26,7 +26,7 @@ const sweepKeys = (skipLockedRows: string) => `DELETE FROM idempotency_keys WHER
            ORDER BY created_at LIMIT $2${skipLockedRows}
          )`
 
-export function createIdempotencyKeys (pg: PostgresDb, dialect: SqlDialect) {
+function createIdempotencyKeys (pg: PostgresDb, dialect: SqlDialect) {
   const SWEEP_KEYS = sweepKeys(dialect.skipLockedRows)
 
   return {

@@ -22,7 +22,7 @@ declare global {
  * (I-JSON, RFC 7493 section 2.1, forbids it). node-postgres would store it as U+FFFD, not as sent.
  * A 400, answered with the route's message for a body it cannot parse.
  */
-export class IllFormedUnicodeError extends Error {
+class IllFormedUnicodeError extends Error {
   readonly statusCode = 400
   readonly code = 'BOOKKEEPING_ILL_FORMED_UNICODE'
   constructor () {
@@ -44,7 +44,7 @@ const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/
  * decodes none, and reading a coded body as JSON would be reading something else. Empty list
  * elements are allowed by the list syntax and name nothing.
  */
-export function isIdentityCoding (header: string | undefined): boolean {
+function isIdentityCoding (header: string | undefined): boolean {
   if (header === undefined) return true
   return header.split(',').every((coding) => {
     const name = coding.trim().toLowerCase()
@@ -58,7 +58,7 @@ export function isIdentityCoding (header: string | undefined): boolean {
  * TextDecoder knows them. JSON is UTF-8 (RFC 8259 section 8.1); a body said to be in another
  * charset would be read as something it is not.
  */
-export function isUtf8Charset (header: string | undefined): boolean {
+function isUtf8Charset (header: string | undefined): boolean {
   if (header === undefined) return true
   const { charset } = parseContentType(header).parameters
   if (charset === undefined || charset.toLowerCase() === 'utf-8') return true

@@ -163,7 +163,7 @@ function walkPageQuery (
  * time limit), not in the pool's queue ahead of everyone else, where the 2 s connection bound
  * cut them off and everyone else waited behind them.
  */
-export function createListingsRepository (pg: PostgresDb, readBudget: LimitFunction, dialect: SqlDialect) {
+function createListingsRepository (pg: PostgresDb, readBudget: LimitFunction, dialect: SqlDialect) {
   const query = <R extends QueryResultRow>(text: string, values: unknown[]) => boundedQuery<R>(pg.pool, { text, values })
 
   async function pageAfter (afterId: string, limit: number, signal?: AbortSignal): Promise<ListingPage> {

@@ -20,7 +20,7 @@ export const USERNAME_WINDOW_MS = 60_000
 /** How long an address that logged in is exempt from the per-username limit. */
 export const TRUSTED_ADDRESS_MS = 7 * 24 * 3_600_000
 /** How many such addresses a process keeps (Redis keeps all); only a login adds one. */
-export const TRUSTED_TABLE_SIZE = 1000
+const TRUSTED_TABLE_SIZE = 1000
 
 /** The address as the per-address limit counts it: IPv6 by /64. */
 const address = (request: FastifyRequest) => normalizeIP(request.ip)

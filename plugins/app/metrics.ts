@@ -22,7 +22,7 @@ declare module 'fastify' {
  * route and status, the database pool read when scraped, and prom-client's process and
  * Node.js figures (CPU, memory, event loop delay, GC, handles).
  */
-export function createMetrics (pool: Pool) {
+function createMetrics (pool: Pool) {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
 

@@ -19,7 +19,7 @@ import fp from 'fastify-plugin'
 import { EXPOSED_HEADERS, METHODS, REQUEST_HEADERS } from '../../src/http.js'
 
 /** The origins in `CORS_ORIGINS`, in the form browsers send them (`new URL(...).origin`). */
-export function parseOrigins (value: string): Set<string> {
+function parseOrigins (value: string): Set<string> {
   const origins = new Set<string>()
   for (const entry of value.split(',').map((part) => part.trim()).filter(Boolean)) {
     let origin: string

@@ -6,10 +6,10 @@ import { BEGIN_BOUNDED } from './time-bounds.js'
 function ignoreClientError () {}
 
 /** SQLSTATE read_only_sql_transaction: what a standby answers to a write. */
-export const READ_ONLY_SQLSTATE = '25006'
+const READ_ONLY_SQLSTATE = '25006'
 
 /** A connection that reached a standby: answered like a lost connection (src/db/unavailable.ts). */
-export class StandbyConnectionError extends Error {
+class StandbyConnectionError extends Error {
   readonly code = READ_ONLY_SQLSTATE
   constructor () {
     super('the database server is a standby (read-only)')

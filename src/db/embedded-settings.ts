@@ -29,7 +29,7 @@ import { pg_trgm as pgTrgm } from '@electric-sql/pglite/contrib/pg_trgm'
  *   memory. 32MB is the least allowed for the 16 MB segments of directories created before
  *   `INITDB_ARGS`.
  */
-export const POSTGRES_SETTINGS = [
+const POSTGRES_SETTINGS = [
   'shared_buffers=8MB',
   'max_connections=5',
   'autovacuum_worker_slots=1',

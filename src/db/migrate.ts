@@ -73,7 +73,7 @@ export const SCHEMA_MIGRATIONS = `CREATE TABLE IF NOT EXISTS schema_migrations (
 export const RECORD = 'INSERT INTO schema_migrations (version, name) VALUES ($1, $2)'
 const INVALID_INDEX = 'SELECT 1 FROM pg_index WHERE indexrelid = to_regclass($1) AND NOT indisvalid'
 
-export class NotCoordinatorError extends Error {
+class NotCoordinatorError extends Error {
   constructor () {
     super('DB_URL names a Citus worker; point it at the coordinator (docs/deployment.md, Citus)')
   }

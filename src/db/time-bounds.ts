@@ -1,6 +1,6 @@
 /**
  * How long the service waits for PostgreSQL. Together they bound what the database can cost one
- * request, whatever it does (refuses, stalls, swallows packets): `DATABASE_CALL_BOUND_MS`.
+ * request, whatever it does (refuses, stalls, swallows packets): the sum of the two.
  */
 
 /** Getting a connection, from the pool or a new one. */
@@ -8,8 +8,6 @@ export const CONNECT_TIMEOUT_MS = 2_000
 
 /** One statement, enforced by the server (`statement_timeout`) and by the client. */
 export const STATEMENT_TIMEOUT_MS = 3_000
-
-export const DATABASE_CALL_BOUND_MS = CONNECT_TIMEOUT_MS + STATEMENT_TIMEOUT_MS
 
 /**
  * The server-side bounds, for the transaction it opens: `SET LOCAL` ends with the transaction.

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 
 /** The longest key accepted, in characters of the key itself (an escape counts as one). */
-export const IDEMPOTENCY_KEY_MAX_LENGTH = 255
+const IDEMPOTENCY_KEY_MAX_LENGTH = 255
 
 // A Structured Field string (RFC 8941 §3.3.3): printable ASCII between double quotes, where only
 // `"` and `\` are escaped, each with a backslash. Or the key bare: visible ASCII, not starting

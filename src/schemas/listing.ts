@@ -2,9 +2,9 @@ import { Type, type Static } from '@sinclair/typebox'
 import { TEXT_MAX_LENGTH } from './book-limits.js'
 
 /** The most books one page holds (`limit`). */
-export const PAGE_LIMIT_MAX = 1000
+const PAGE_LIMIT_MAX = 1000
 
-export const SORTS = ['id', '-id', 'title', '-title', 'author', '-author', 'year', '-year'] as const
+const SORTS = ['id', '-id', 'title', '-title', 'author', '-author', 'year', '-year'] as const
 
 /** The text of a `title` or `author` filter: any characters but NUL (PostgreSQL text cannot hold it). */
 const FilterText = (field: string) => Type.String({

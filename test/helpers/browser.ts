@@ -12,7 +12,7 @@ import { PASSWORD, USERNAME } from '../helper.js'
 import { sleep } from './wait.js'
 
 /** How long a locator waits for what it looks for before the test reads what is there. */
-export const ACTION_TIMEOUT = 5000
+const ACTION_TIMEOUT = 5000
 
 /**
  * Debian's Chromium (`npm run setup:system` installs it; the tests skip without it, test/helpers/programs.ts),

@@ -17,7 +17,7 @@ export interface Attempt extends Exchange {
   title: string
 }
 
-export interface Acknowledged {
+interface Acknowledged {
   key: string
   title: string
   id: number
@@ -33,7 +33,7 @@ export interface IdempotentCreates {
 }
 
 /** The service answers within 5 s whatever the database does (src/db/time-bounds.ts). */
-export const ANSWER_BOUND_MS = 5500
+const ANSWER_BOUND_MS = 5500
 /** A client gives up waiting a little later and sends the create again. */
 const CLIENT_TIMEOUT_MS = 6000
 /** A client's pause before sending a failed create again. */
@@ -42,7 +42,7 @@ const RETRY_PAUSE_MS = 100
 const RETRY_FOR_MS = 60_000
 
 /** The statuses a create may get while the database fails over: 409 is the same key still in flight. */
-export const CREATE_STATUSES = [201, 409, 503]
+const CREATE_STATUSES = [201, 409, 503]
 
 /** The header's value: a quoted string, as the Idempotency-Key draft of the IETF has it. */
 const headerValue = (key: string) => `"${key}"`
@@ -92,7 +92,7 @@ export function startIdempotentCreates (
 }
 
 /** `201: 1234, 503: 56, timeout: 1`, for t.comment. */
-export function statusCounts (attempts: Attempt[]): string {
+function statusCounts (attempts: Attempt[]): string {
   const counts = new Map<string, number>()
   for (const { status, error } of attempts) counts.set(String(status ?? error), (counts.get(String(status ?? error)) ?? 0) + 1)
   return [...counts].sort().map(([key, count]) => `${key}: ${count}`).join(', ')
@@ -102,7 +102,7 @@ export function statusCounts (attempts: Attempt[]): string {
  * When the service served creates again after `since` (a kill, a restart): the end of the first
  * acknowledged create sent after the last one that failed. `since` itself when none failed.
  */
-export function recoveredAt (attempts: Attempt[], since: number): number {
+function recoveredAt (attempts: Attempt[], since: number): number {
   const failed = attempts.filter((attempt) => attempt.status !== 201 && attempt.sentAt >= since)
   if (failed.length === 0) return since
   const lastFailure = Math.max(...failed.map((attempt) => attempt.sentAt))
@@ -115,7 +115,7 @@ export function recoveredAt (attempts: Attempt[], since: number): number {
  * 201, 409 or 503 (never 500, never nothing) within ANSWER_BOUND_MS, and keep running. Returns
  * the longest answer's milliseconds.
  */
-export function checkAnswers (t: Test, load: IdempotentCreates): number {
+function checkAnswers (t: Test, load: IdempotentCreates): number {
   const unexpected = load.attempts.filter((attempt) => attempt.status === undefined || !CREATE_STATUSES.includes(attempt.status))
   t.strictSame(unexpected.slice(0, 10).map(({ status, error }) => status ?? error), [],
     `every create answered 201, 409 or 503 (${unexpected.length} others)`)
@@ -129,7 +129,7 @@ export function checkAnswers (t: Test, load: IdempotentCreates): number {
  * "Within seconds" of the database being back (a promotion, pg_ctl's return): HAProxy's 0.75 s
  * to take a new primary in, and room for a busy machine.
  */
-export const SERVES_AGAIN_WITHIN_MS = 5000
+const SERVES_AGAIN_WITHIN_MS = 5000
 
 /**
  * What the service must do around a disruption of its database (at `disruptedAt`, over by

@@ -31,7 +31,7 @@ export function stalledListing (service: Service, token: string): Promise<{ sock
 }
 
 /** The books and the listings of the stalled-listings tests. */
-export const BOOKS = 200_000
+const BOOKS = 200_000
 export const LISTINGS = 1000
 
 /**

@@ -42,7 +42,7 @@ export interface PatroniNode {
 }
 
 /** GET `path` on 127.0.0.1:`port`: the status, or 0 when nothing answered within 1 s. */
-export function restStatus (port: number, path: string): Promise<number> {
+function restStatus (port: number, path: string): Promise<number> {
   return new Promise((resolve) => {
     const request = http.get({ host: '127.0.0.1', port, path, agent: false, timeout: 1000 }, (response) => {
       response.resume()

@@ -10,7 +10,7 @@ import { PROJECT_ROOT } from '../../src/project-root.js'
 import { startDaemon, type Daemon } from './daemon.js'
 import { findProgram } from '../system-programs.js'
 
-export const PGBOUNCER_CONFIG = path.join(PROJECT_ROOT, 'docs', 'deploy', 'pgbouncer.ini')
+const PGBOUNCER_CONFIG = path.join(PROJECT_ROOT, 'docs', 'deploy', 'pgbouncer.ini')
 
 export interface Pgbouncer {
   port: number

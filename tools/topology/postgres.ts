@@ -13,7 +13,7 @@ import { findProgram } from '../system-programs.js'
 import { freePort } from './free-port.js'
 
 /** Where Debian's postgresql-15 puts its programs (initdb and pg_ctl are not on PATH there). */
-export const PG_BIN_DIR = '/usr/lib/postgresql/15/bin'
+const PG_BIN_DIR = '/usr/lib/postgresql/15/bin'
 
 /** The path of PostgreSQL 15's `program`; an error naming the install command when it is missing. */
 export function pgProgram (program: string): string {
@@ -49,7 +49,7 @@ export function postgresDirectory (prefix: string): string {
  * Runs `command` as `postgresUser()` and resolves with what it printed once it exits 0; rejects
  * with that output otherwise. Asynchronous: a test's load keeps running meanwhile.
  */
-export function runAsPostgres (command: string, args: string[], { cwd }: { cwd?: string } = {}): Promise<string> {
+function runAsPostgres (command: string, args: string[], { cwd }: { cwd?: string } = {}): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
       ...postgresUser(),
@@ -69,7 +69,7 @@ export function runAsPostgres (command: string, args: string[], { cwd }: { cwd?:
 }
 
 /** The pid the postmaster of `dataDir` wrote in postmaster.pid, while the file is there. */
-export function postmasterPid (dataDir: string): number | undefined {
+function postmasterPid (dataDir: string): number | undefined {
   try {
     const pid = Number(fs.readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0])
     return Number.isInteger(pid) && pid > 0 ? pid : undefined
