@@ -2,7 +2,9 @@
  * The feed of changes of one instance, that GET /books/changes sends (routes/changes.ts;
  * docs/api.md, Live changes), on the change log it is given (`ChangeLog`: plugins/app/change-log.ts
  * in production) with everything else it needs: plugins/app/changes-feed.ts wires it, and
- * test/unit/changes-feed.test.ts drives it on a log in memory and a clock of its own.
+ * test/unit/changes-feed.test.ts drives it on a log in memory and a clock of its own. Each
+ * client's feed is a `Subscription` (src/changes-subscription.ts: its catch-up, its token's
+ * expiry, a client that takes too little).
  *
  * - One reader while the instance has feeds open: every POLL_MS it places the committed changes
  *   in the feed's order and reads those after the last it has sent (`readChanges`), then hands
@@ -11,17 +13,18 @@
  *   (PgBouncer) delivers no notifications.
  * - The last RECENT_CHANGES changes in memory, so that a client that reconnects (after a dropped
  *   connection, or a restart of another instance) resumes without a query; one further behind
- *   catches up from the log, a page at a time as it reads them.
- * - A subscriber that takes none of what it was sent beyond MAX_PENDING_BYTES gets `reset` and
- *   its response ends; a token that expires ends its feed with `token-expired`.
+ *   catches up from the log.
+ * - A subscriber that takes none of what it was sent beyond MAX_PENDING_BYTES gets `reset` as
+ *   the next changes come, and its response ends.
  * - A keep-alive comment every KEEP_ALIVE_MS on every feed.
  * - At close, every feed ends, so its client resumes on another instance, and the reader stops.
  * - The log pruned a batch at a time (`pruneBatch`), its changes placed first (no reader may have
  *   placed them): what it keeps is CHANGES_KEPT_HOURS and CHANGES_KEPT_COUNT.
  */
-import { Readable } from 'node:stream'
+import type { Readable } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
-import { KEEP_ALIVE, TOKEN_EXPIRED, event, feedStart, reset, type ChangeIds } from './changes.js'
+import { KEEP_ALIVE, event, feedStart, reset, type Change, type ChangeIds } from './changes.js'
+import { Subscription, type CatchUpSource, type FeedResponse, type QueryLimiter } from './changes-subscription.js'
 import type { Timer, Timers } from './timers.js'
 
 /** The log keeps every change for at least this long, and at least the last CHANGES_KEPT_COUNT. */
@@ -41,23 +44,8 @@ export const POLL_BATCH = 1000
 export const PLACE_BATCH = 10_000
 /** Changes kept in memory for feeds that resume: about 1.5 MB at 150 bytes each. */
 const RECENT_CHANGES = 10_000
-/** Changes per page of a feed that catches up. */
-export const CATCH_UP_PAGE = 500
 /** Between two comments on every feed: below SEND_TIMEOUT_MS's minimum (10 s), which would cut an idle feed. */
 export const KEEP_ALIVE_MS = 5000
-/**
- * What a feed may hold that its client has not taken (Node's buffers, not the kernel's) when the
- * next changes come: about 1,600 changes. Beyond it the feed ends with `reset`. A feed then holds
- * this and one poll's changes at most.
- */
-export const MAX_PENDING_BYTES = 256 * 1024
-
-/** A change of the feed (src/db/migrations.ts, version 15): its position, kind and book as JSON. */
-export interface Change {
-  position: number
-  kind: 'created' | 'updated' | 'deleted'
-  book: string
-}
 
 /** The change log, as the feed reads, places and prunes it. */
 export interface ChangeLog {
@@ -77,15 +65,6 @@ export interface ChangeLog {
   pruneChanges (keepSeconds: number, keepCount: number, limit: number): Promise<number>
 }
 
-/** Runs `fn` once a query may start (p-limit's call shape): what bounds the catch-ups' connections. */
-export type QueryLimiter = <T>(fn: () => PromiseLike<T> | T) => Promise<T>
-
-/** What a feed's response (a `ServerResponse`) tells of its client: what Node holds that it has not taken, and when it took it. */
-export interface FeedResponse {
-  readonly writableLength: number
-  on (event: 'drain', listener: () => void): unknown
-}
-
 export interface ChangesFeedOptions {
   changeLog: ChangeLog
   /** The change ids of the events, signed for this deployment (src/changes.ts). */
@@ -97,73 +76,11 @@ export interface ChangesFeedOptions {
   subscribers: { set (value: number): void }
 }
 
-/** One client's feed: the stream its response sends, and the last position it was sent. */
-class Subscription {
-  readonly stream: Readable
-  /** Waiting for the client to take what it was sent (`roomFor`). */
-  private drained: (() => void) | null = null
-  private expiry: Timer | undefined
-  /** Ended by the service, or its client gone: nothing more is sent. */
-  ended = false
-
-  constructor (public position: number, private readonly response: FeedResponse, private readonly timers: Timers, private readonly onEnd: () => void) {
-    this.stream = new Readable({
-      highWaterMark: 0,
-      read: () => this.wake(),
-      destroy: (err, callback) => {
-        this.finish()
-        callback(err)
-      }
-    })
-    response.on('drain', () => this.wake())
-  }
-
-  private finish () {
-    this.ended = true
-    this.timers.clearTimeout(this.expiry)
-    this.wake()
-    this.onEnd()
-  }
-
-  private wake () {
-    const drained = this.drained
-    this.drained = null
-    drained?.()
-  }
-
-  /** Bytes sent and not yet taken by the client (what Node holds, beyond the kernel's buffers). */
-  pending (): number {
-    return this.stream.readableLength + this.response.writableLength
-  }
-
-  send (text: string) {
-    if (!this.ended) this.stream.push(text)
-  }
-
-  /** Sends `last` and ends the feed: the response ends once its client has taken what it holds. */
-  end (last = '') {
-    if (this.ended) return
-    if (last !== '') this.stream.push(last)
-    this.stream.push(null)
-    this.finish()
-  }
-
-  expireAt (expiresAt: number) {
-    this.expiry = this.timers.setTimeout(() => this.end(TOKEN_EXPIRED), Math.max(0, expiresAt - this.timers.now()))
-  }
-
-  /** Resolves once the client has taken what it was sent, down to half the bound. */
-  async roomFor (): Promise<void> {
-    while (!this.ended && this.pending() > MAX_PENDING_BYTES / 2) {
-      await new Promise<void>((resolve) => { this.drained = resolve })
-    }
-  }
-}
-
 export class ChangesFeed {
   readonly ids: ChangeIds
   private readonly changeLog: ChangeLog
-  private readonly catchUpQueries: QueryLimiter
+  /** What a feed that opens behind catches up from: this instance's feed. */
+  private readonly catchUpSource: CatchUpSource
   private readonly timers: Timers
   private readonly log: ChangesFeedOptions['log']
   private readonly subscribers: ChangesFeedOptions['subscribers']
@@ -190,7 +107,15 @@ export class ChangesFeed {
   constructor ({ changeLog, ids, catchUpQueries, timers, log, subscribers }: ChangesFeedOptions) {
     this.changeLog = changeLog
     this.ids = ids
-    this.catchUpQueries = catchUpQueries
+    this.catchUpSource = {
+      ids,
+      catchUpQueries,
+      sent: () => this.position!,
+      recent: () => ({ from: this.recentFrom, entries: this.recent }),
+      changesAfter: (position, limit) => changeLog.changesAfter(position, limit),
+      text: (change) => this.text(change),
+      live: (subscription) => { this.live.add(subscription) }
+    }
     this.timers = timers
     this.log = log
     this.subscribers = subscribers
@@ -230,7 +155,7 @@ export class ChangesFeed {
     this.subscribers.set(this.subscriptions.size)
     subscription.send(first)
     subscription.expireAt(expiresAt)
-    this.catchUp(subscription).catch((err: Error) => {
+    subscription.catchUp(this.catchUpSource).catch((err: Error) => {
       this.log.warn({ err }, 'a feed could not catch up: ended, its client resumes')
       subscription.end()
     })
@@ -298,7 +223,7 @@ export class ChangesFeed {
       if (subscription.position >= last) continue
       // Looked at before sending: a client that keeps up has taken the last poll's changes by
       // now, however many they were
-      if (subscription.pending() > MAX_PENDING_BYTES) {
+      if (subscription.tooFarBehind()) {
         this.log.info({ pending: subscription.pending() }, 'a feed\'s client took too little of it: sent reset and ended')
         subscription.end(reset(this.ids.encode(last)))
         continue
@@ -353,7 +278,7 @@ export class ChangesFeed {
     if (this.subscriptions.size === 0 || this.ending) return this.stopReading()
     let delay = POLL_MS
     try {
-      if (await this.poll() === POLL_BATCH && ![...this.live].some((subscription) => subscription.pending() > MAX_PENDING_BYTES)) delay = 0
+      if (await this.poll() === POLL_BATCH && ![...this.live].some((subscription) => subscription.tooFarBehind())) delay = 0
       if (this.failing) this.log.info('reading the change log again')
       this.failing = false
     } catch (err) {
@@ -363,35 +288,5 @@ export class ChangesFeed {
     }
     if (!this.reading) return
     this.pollTimer = this.timers.setTimeout(() => { this.polling = this.pollOnce() }, delay)
-  }
-
-  /** Sends `subscription` what it is behind, from memory or a page at a time from the log, then makes it live. */
-  private async catchUp (subscription: Subscription) {
-    while (!subscription.ended) {
-      if (subscription.position >= this.position!) {
-        this.live.add(subscription)
-        return
-      }
-      if (subscription.position >= this.recentFrom) {
-        // From memory: the entries are consecutive positions
-        const start = subscription.position - this.recentFrom
-        const page = this.recent.slice(start, start + CATCH_UP_PAGE)
-        subscription.send(page.map((entry) => entry.text).join(''))
-        subscription.position = page.at(-1)!.position
-      } else {
-        const after = subscription.position
-        const changes = await this.catchUpQueries(() => subscription.ended ? [] : this.changeLog.changesAfter(after, CATCH_UP_PAGE))
-        if (subscription.ended) return
-        if (changes.length === 0 || changes[0]!.position !== after + 1) {
-          // Pruned while this feed caught up: what it missed is no longer there
-          subscription.position = this.position!
-          subscription.send(reset(this.ids.encode(this.position!)))
-          continue
-        }
-        subscription.send(changes.map((change) => this.text(change)).join(''))
-        subscription.position = changes.at(-1)!.position
-      }
-      await subscription.roomFor()
-    }
   }
 }

@@ -1,8 +1,9 @@
 /**
  * The feed of changes, as its clients see it (docs/api.md, Live changes): the change ids, signed
  * so that a `Last-Event-ID` this service never issued is refused, and the text of its events in
- * the WHATWG server-sent events format. The feed itself is src/changes-feed.ts; the log
- * it reads, src/db/migrations.ts (version 15).
+ * the WHATWG server-sent events format, and a change as the feed reads it. The feed itself is
+ * src/changes-feed.ts and src/changes-subscription.ts; the log it reads, src/db/migrations.ts
+ * (version 15).
  */
 import { createHmac, timingSafeEqual } from 'node:crypto'
 
@@ -41,6 +42,13 @@ export function changeIds (secret: string) {
 }
 
 export type ChangeIds = ReturnType<typeof changeIds>
+
+/** A change of the feed (src/db/migrations.ts, version 15): its position, kind and book as JSON. */
+export interface Change {
+  position: number
+  kind: 'created' | 'updated' | 'deleted'
+  book: string
+}
 
 /** How long a client waits before it reconnects, sent once at the start of each feed. */
 export const RECONNECT_MS = 2000

@@ -8,7 +8,7 @@
 import type { PostgresDb } from '@fastify/postgres'
 import fp from 'fastify-plugin'
 import type { QueryResultRow } from 'pg'
-import type { Change } from '../../src/changes-feed.js'
+import type { Change } from '../../src/changes.js'
 import { boundedQuery, boundedTransaction } from '../../src/db/bounded-query.js'
 
 declare module 'fastify' {

@@ -8,7 +8,8 @@
  */
 import type { FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
-import { KEEP_ALIVE_MS, MAX_PENDING_BYTES, POLL_MS } from '../../src/changes-feed.js'
+import { KEEP_ALIVE_MS, POLL_MS } from '../../src/changes-feed.js'
+import { MAX_PENDING_BYTES } from '../../src/changes-subscription.js'
 import { RECONNECT_MS, changeIds } from '../../src/changes.js'
 import { SECRET, build, call, getToken } from '../helper.js'
 import { NEEDS_SERVER, createDatabase, pgClient } from '../helpers/database.js'

@@ -1,17 +1,19 @@
 /**
- * The feed of changes (src/changes-feed.ts) on a change log in memory, its time moved by the test:
- * polling, fan-out, catch-up from memory and from the log, resets, keep-alives, the token's
- * expiry, a failing log, a client that stops reading, pruning, close. The same feed on a real
- * database and real sockets: test/app/changes.test.ts.
+ * The feed of changes (src/changes-feed.ts, with src/changes-subscription.ts for each client's
+ * feed) on a change log in memory, its time moved by the test: polling, fan-out, catch-up from
+ * memory and from the log, resets, keep-alives, the token's expiry, a failing log, a client that
+ * stops reading, pruning, close. The same feed on a real database and real sockets:
+ * test/app/changes.test.ts.
  */
 import type { Readable } from 'node:stream'
 import { PassThrough } from 'node:stream'
 import t, { type Test } from 'tap'
-import { changeIds } from '../../src/changes.js'
+import { changeIds, type Change } from '../../src/changes.js'
 import {
-  CATCH_UP_PAGE, CHANGES_KEPT_COUNT, CHANGES_KEPT_HOURS, ChangesFeed, KEEP_ALIVE_MS, MAX_PENDING_BYTES, PLACE_BATCH,
-  POLL_BATCH, POLL_MS, POLL_RETRY_MS, type Change, type ChangeLog, type QueryLimiter
+  CHANGES_KEPT_COUNT, CHANGES_KEPT_HOURS, ChangesFeed, KEEP_ALIVE_MS, PLACE_BATCH, POLL_BATCH, POLL_MS, POLL_RETRY_MS,
+  type ChangeLog
 } from '../../src/changes-feed.js'
+import { CATCH_UP_PAGE, MAX_PENDING_BYTES, type QueryLimiter } from '../../src/changes-subscription.js'
 import type { Timer, Timers } from '../../src/timers.js'
 
 const ids = changeIds('a secret of the tests, long enough for any key')
