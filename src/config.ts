@@ -27,7 +27,7 @@ export const ADMIN_CONNECTION_HARD_CAP = 32
  * README's example (at `ulimit -n` 20000) can be checked against it on any machine.
  */
 export function connectionBounds (fileLimit: number) {
-  // The most client connections the process accepts at all (src/connections.ts):
+  // The most client connections the process accepts at all (src/connection-bounds.ts):
   // beyond this Node drops a connection as it is accepted. The admin listener's are kept apart
   const hardCap = Math.max(1, fileLimit - RESERVED_FDS - ADMIN_CONNECTION_HARD_CAP)
   // 80% of the hard cap: the rest is room to answer and close the connections over the bounds

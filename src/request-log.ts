@@ -14,7 +14,7 @@ const atDebug = new WeakSet<FastifyRequest>()
 
 /**
  * Writes this request's line at `debug`: for answers that are logged otherwise already, once for
- * many (a connection over a bound, src/connections.ts).
+ * many (a connection over a bound, src/connection-bounds.ts).
  */
 export function logRequestAtDebug (request: FastifyRequest) {
   atDebug.add(request)

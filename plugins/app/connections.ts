@@ -23,7 +23,8 @@
  */
 import fp from 'fastify-plugin'
 import { CONNECTION_HARD_CAP } from '../../src/config.js'
-import { Connections, DRAIN_SEND_TIMEOUT_MS, RETRY_AFTER_S, refusedMessage } from '../../src/connections.js'
+import { RETRY_AFTER_S, refusedMessage } from '../../src/connection-bounds.js'
+import { Connections, DRAIN_SEND_TIMEOUT_MS } from '../../src/connections.js'
 import { failure } from '../../src/envelope.js'
 import { stopAccepting } from '../../src/node-internals.js'
 import { logRequestAtDebug, logStalledResponse } from '../../src/request-log.js'
@@ -96,7 +97,7 @@ export default fp(async function connectionsPlugin (fastify) {
   fastify.addHook('onRequest', function (request, reply, done) {
     const status = connections.refusedStatus(request.raw.socket)
     if (status === undefined) return done()
-    // The log line that matters is the one per address (src/connections.ts), not one per request
+    // The log line that matters is the one per address (src/connection-bounds.ts), not one per request
     logRequestAtDebug(request)
     reply.code(status).header('retry-after', String(RETRY_AFTER_S)).header('connection', 'close')
       .send(failure(status, refusedMessage(status)))

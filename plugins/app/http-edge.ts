@@ -20,7 +20,8 @@ import type { Duplex } from 'node:stream'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { Message, failure, statusMessage, type MessageText } from '../../src/envelope.js'
-import { type Connections, RETRY_AFTER_S, refusedMessage } from '../../src/connections.js'
+import { RETRY_AFTER_S, refusedMessage } from '../../src/connection-bounds.js'
+import type { Connections } from '../../src/connections.js'
 import { ApiError, errorHandler } from '../../src/errors.js'
 import { fieldCount, METHODS } from '../../src/http.js'
 import { requestLog } from '../../src/request-log.js'
@@ -60,7 +61,7 @@ function isHead (error: NodeJS.ErrnoException & { rawPacket?: unknown }): boolea
  * The `clientErrorHandler` server option: requests Node's HTTP parser rejects (oversized
  * headers, bad syntax, timeouts). A server option, not a hook: Fastify installs it when the
  * server is created, bound to the instance (`this`), whose `connections` know the socket. A
- * connection over a bound (src/connections.ts) gets its 429 or 503 instead; one being closed
+ * connection over a bound (src/connection-bounds.ts) gets its 429 or 503 instead; one being closed
  * already gets nothing more.
  */
 export function clientErrorHandler (this: Pick<FastifyInstance, 'connections'>, error: NodeJS.ErrnoException & { rawPacket?: unknown }, socket: Socket) {

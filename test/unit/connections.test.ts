@@ -1,14 +1,13 @@
 /**
  * The connections' one owner (src/connections.ts), driven without a network: a server and its
- * sockets are event emitters that say what Node's would. Also which client an address counts as,
- * and the fd limit read at start-up.
+ * sockets are event emitters that say what Node's would. Also the fd limit read at start-up.
  */
 import { EventEmitter } from 'node:events'
 import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import { Duplex } from 'node:stream'
 import t from 'tap'
-import { Connections, MAX_WAITING_PER_CONNECTION, addressKey, type ListenerOptions } from '../../src/connections.js'
+import { Connections, MAX_WAITING_PER_CONNECTION, type ListenerOptions } from '../../src/connections.js'
 import { FALLBACK_FD_LIMIT, openFileLimit } from '../../src/fd-limit.js'
 
 /** What a listener's log received. */
@@ -124,22 +123,6 @@ t.test('the send timeout is set on the server, and its connections\' is shortene
   connections.drain()
   t.equal(connections.sendTimeoutOf(waiting), 1000, 'bytes wait: the drain\'s')
   t.equal(connections.sendTimeoutOf(idle), 30_000, 'nothing waits: its own')
-})
-
-t.test('addressKey: an IPv4 address as it is, also mapped into IPv6; an IPv6 address by its /64', async (t) => {
-  const cases: Array<[string | undefined, string]> = [
-    ['127.0.0.2', '127.0.0.2'],
-    ['::ffff:127.0.0.2', '127.0.0.2'],
-    ['2001:db8:1:2:3:4:5:6', '2001:db8:1:2::'],
-    ['2001:db8:1:2::7', '2001:db8:1:2::'],
-    ['2001:DB8:0001:0002:ffff::1', '2001:db8:1:2::'],
-    ['2001:db8::1', '2001:db8::'],
-    ['::1', '::'],
-    ['fe80::1%eth0', 'fe80::'],
-    ['64:ff9b::1.2.3.4', '64:ff9b::'],
-    [undefined, '']
-  ]
-  for (const [address, key] of cases) t.equal(addressKey(address), key, String(address))
 })
 
 t.test('openFileLimit reads the soft limit from /proc/self/limits, else assumes the fallback', async (t) => {
