@@ -27,7 +27,12 @@ import { PROJECT_ROOT } from '../../src/project-root.js'
 
 /** Where `npm run build` puts the console (console/vite.config.mts). */
 export const CONSOLE_DIR = join(PROJECT_ROOT, 'dist', 'console')
-const CONSOLE_PATH = '/console/'
+/**
+ * Where the console is served. `npm run dev` (tools/dev.ts) reads it from the built service to
+ * print the console's address, by a path that no import names (hence the tag for knip).
+ * @public
+ */
+export const CONSOLE_PATH = '/console/'
 
 /**
  * The console's pages may load and call nothing but this service: no inline script or style, no
