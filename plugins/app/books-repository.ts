@@ -6,9 +6,8 @@
 import { hash } from 'node:crypto'
 import type { PostgresDb } from '@fastify/postgres'
 import fp from 'fastify-plugin'
-import type { QueryResultRow } from 'pg'
 import { batched } from '../../src/db/batch.js'
-import { boundedQuery } from '../../src/db/bounded-query.js'
+import { boundedQueryOn } from '../../src/db/bounded-query.js'
 import type { SqlDialect } from '../../src/db/dialect.js'
 import type { Book, BookCreate, BookPatch } from '../../src/schemas/book.js'
 import { CREATE, CREATE_ONE, DELETE, EXISTS, FIND, STORED_KEYS, UPDATE, UPDATE_ONE } from '../../src/db/books-sql.js'
@@ -103,7 +102,7 @@ function knownKey (call: CreateCall, stored: StoredKey | undefined): CreateOutco
  * updates is sent, in one statement or one per book, is the dialect's (src/db/dialect.ts).
  */
 function createBooksRepository (pg: PostgresDb, dialect: SqlDialect) {
-  const query = <R extends QueryResultRow>(text: string, values: unknown[]) => boundedQuery<R>(pg.pool, { text, values })
+  const query = boundedQueryOn(pg.pool)
 
   const finds = batched<string, StoredBook | null>(async (ids) => {
     const { rows } = await query<BookRow>(FIND, [ids])

@@ -7,9 +7,8 @@
  */
 import type { PostgresDb } from '@fastify/postgres'
 import fp from 'fastify-plugin'
-import type { QueryResultRow } from 'pg'
 import type { Change } from '../../src/changes.js'
-import { boundedQuery, boundedTransaction } from '../../src/db/bounded-query.js'
+import { boundedQueryOn, boundedTransaction } from '../../src/db/bounded-query.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -67,7 +66,7 @@ const PRUNE_CHANGES = `WITH kept AS MATERIALIZED (
          )`
 
 function createChangeLog (pg: PostgresDb) {
-  const query = <R extends QueryResultRow>(text: string, values: unknown[]) => boundedQuery<R>(pg.pool, { text, values })
+  const query = boundedQueryOn(pg.pool)
 
   return {
     /**

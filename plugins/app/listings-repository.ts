@@ -8,10 +8,9 @@
 import type { PostgresDb } from '@fastify/postgres'
 import fp from 'fastify-plugin'
 import type { LimitFunction } from 'p-limit'
-import type { QueryResultRow } from 'pg'
 import { batched } from '../../src/db/batch.js'
 import { BOOK_COLUMNS } from '../../src/db/books-sql.js'
-import { boundedQuery } from '../../src/db/bounded-query.js'
+import { boundedQueryOn } from '../../src/db/bounded-query.js'
 import type { SqlDialect } from '../../src/db/dialect.js'
 import type { Position, Walk } from '../../src/listing.js'
 import type { ListingPage, PageBeyond } from '../../src/listing-stream.js'
@@ -164,7 +163,7 @@ function walkPageQuery (
  * cut them off and everyone else waited behind them.
  */
 function createListingsRepository (pg: PostgresDb, readBudget: LimitFunction, dialect: SqlDialect) {
-  const query = <R extends QueryResultRow>(text: string, values: unknown[]) => boundedQuery<R>(pg.pool, { text, values })
+  const query = boundedQueryOn(pg.pool)
 
   async function pageAfter (afterId: string, limit: number, signal?: AbortSignal): Promise<ListingPage> {
     const { rows: [row] } = await readBudget(() => {

@@ -37,6 +37,11 @@ export async function boundedQuery<R extends QueryResultRow> (pool: Pool, query:
   return result
 }
 
+/** `boundedQuery` on `pool`, as a repository calls it: a statement's text and its values. */
+export function boundedQueryOn (pool: Pool) {
+  return <R extends QueryResultRow>(text: string, values: unknown[]) => boundedQuery<R>(pool, { text, values })
+}
+
 /**
  * Several statements in one transaction, bounded and written together as `boundedQuery`'s one.
  * In READ COMMITTED each statement reads with a snapshot of its own, taken as it starts: a
