@@ -90,8 +90,8 @@ t.test('requests after an answer that closes the connection never reach the app'
 t.test('connections that pipeline listings and read nothing hold little memory; SIGTERM closes at once', { skip: NEEDS_SERVER }, async (t) => {
   const connectionCount = 8
   // Long enough that the first listing on each connection fills the kernel's buffers and stalls:
-  // about 11 MB, beyond a socket's send buffer and its peer's receive buffer together even where
-  // tcp_rmem allows a large one, so that the listing cannot end before the client pauses
+  // about 11 MB, beyond a socket's send buffer and the receive buffer of a peer that has read
+  // little, so that the listing cannot end after the client pauses
   const { dbUrl, service, token, db } = await serviceWithBooks(t, 300_000)
   const pid = service.serverPid
   // Warm-up, so that the baseline holds what the first listings allocate for good
@@ -102,13 +102,14 @@ t.test('connections that pipeline listings and read nothing hold little memory; 
   // of them from the database and hold it in memory
   const requests = listing(token).repeat(Math.ceil(1_000_000 / listing(token).length))
   const connections = await Promise.all(Array.from({ length: connectionCount }, () => pipeline(t, service, requests)))
+  // Each client stops reading at its answer's first bytes. A client that read on while it waited
+  // for the others would let the kernel grow its receive buffer (up to tcp_rmem's maximum, 32 MiB
+  // on some machines) until whole listings fit in it, and leave no answer in progress to cut.
+  for (const connection of connections) connection.once('data', () => connection.pause())
   let peak = idle
   const sampler = setInterval(() => { peak = Math.max(peak, residentMiB(pid)) }, 50)
   t.teardown(() => clearInterval(sampler))
-  // Each connection's first answer under way before its client stops reading: on a starved
-  // machine the service may not have begun some of them when the shutdown comes
   await waitUntil(() => connections.every((connection) => connection.received().length > 0), 30_000, 'every connection\'s first answer to begin')
-  for (const connection of connections) connection.pause()
   await sleep(3000)
   // The first listing of each connection may still be filling its buffers on a busy machine
   const stopped = await waitUntil(() => serviceStoppedReading(db, dbUrl), 20_000, 'no query to run while the clients read nothing')
