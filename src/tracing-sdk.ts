@@ -17,6 +17,7 @@
  * a 5xx is an error without a description.
  */
 import { subscribe } from 'node:diagnostics_channel'
+import { setTimeout } from 'node:timers/promises'
 import { FastifyOtelInstrumentation } from '@fastify/otel'
 import { ROOT_CONTEXT, SpanStatusCode, context, trace, type Link, type Span } from '@opentelemetry/api'
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http'
@@ -30,6 +31,11 @@ import type { SpanReference, Tracing } from './tracing.js'
 
 /** What the service is called in traces unless OTEL_SERVICE_NAME says otherwise. */
 const SERVICE_NAME = 'bookkeeping'
+/**
+ * How long a close waits for the last spans to leave: well within fastify-cli's grace (`-g` of
+ * `npm start`), so a collector that does not answer never turns a clean stop into a killed one.
+ */
+const FLUSH_ON_CLOSE_MS = 2000
 /** The name of the tracer of the app's own spans. */
 const TRACER_NAME = 'bookkeeping'
 
@@ -173,7 +179,9 @@ function startTracing (env: NodeJS.ProcessEnv = process.env) {
     fastify.decorate('tracing', tracing)
     fastify.register(traceIdsInLogs)
     // The spans of the last requests leave before the process exits
-    fastify.addHook('onClose', async () => { await provider.forceFlush() })
+    fastify.addHook('onClose', async () => {
+      await Promise.race([provider.forceFlush(), setTimeout(FLUSH_ON_CLOSE_MS, undefined, { ref: false })])
+    })
   })
 }
 
