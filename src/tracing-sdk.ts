@@ -97,7 +97,21 @@ function pathOf (url: string): string {
   return query === -1 ? url : url.slice(0, query)
 }
 
+/**
+ * Fails on an endpoint that is not an http(s) URL, whose spans the exporter would drop in
+ * silence; never shows it (it may hold credentials).
+ */
+function checkEndpoints (env: NodeJS.ProcessEnv) {
+  for (const variable of ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_EXPORTER_OTLP_ENDPOINT']) {
+    const value = env[variable]
+    if (value && !['http:', 'https:'].includes(URL.parse(value)?.protocol ?? '')) {
+      throw new Error(`${variable} is not a URL; set it to the collector's OTLP/HTTP address, e.g. http://127.0.0.1:4318`)
+    }
+  }
+}
+
 function startTracing (env: NodeJS.ProcessEnv = process.env) {
+  checkEndpoints(env)
   const provider = new NodeTracerProvider({
     resource: defaultResource()
       .merge(resourceFromAttributes({ 'service.name': SERVICE_NAME }))

@@ -17,7 +17,7 @@ import t, { type Test } from 'tap'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 import { PASSWORD, SECRET, testEnv } from '../helper.js'
 import { createDatabaseWithBooks, NEEDS_SERVER } from '../helpers/database.js'
-import { spawnService, startService, temporaryDirectory, type Service } from '../helpers/service.js'
+import { expectStartupFailure, spawnService, startService, temporaryDirectory, type Service } from '../helpers/service.js'
 import { waitUntil } from '../helpers/wait.js'
 
 interface Exported { contentType: string, body: Buffer }
@@ -253,4 +253,13 @@ t.test('off unless an endpoint is configured: no module of OpenTelemetry is load
   t.strictSame(await loaded({}), [], 'off: none')
   const collector = await receiver(t)
   t.ok((await loaded({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url })).some((file) => file.includes('/sdk-trace')), 'on: the probe sees them')
+})
+
+t.test('a protocol it has no exporter for, an endpoint that is no URL: the start-up fails with one line naming the variable', { skip: NEEDS_SERVER }, async (t) => {
+  const env = testEnv(await createDatabaseWithBooks(t, 1))
+  await expectStartupFailure(t, { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' },
+    /^bookkeeping: start-up failed: tracing: OTEL_EXPORTER_OTLP_PROTOCOL="grpc" is not a protocol this service exports with; set it to http\/protobuf or http\/json$/)
+  const credentials = 'user:s3cr3t-in-the-url'
+  await expectStartupFailure(t, { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: `${credentials}@collector:4318` },
+    /^bookkeeping: start-up failed: tracing: OTEL_EXPORTER_OTLP_ENDPOINT is not a URL; set it to the collector's OTLP\/HTTP address/, { secrets: [credentials] })
 })
