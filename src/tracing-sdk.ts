@@ -19,14 +19,14 @@
 import { subscribe } from 'node:diagnostics_channel'
 import { setTimeout } from 'node:timers/promises'
 import { FastifyOtelInstrumentation } from '@fastify/otel'
-import { ROOT_CONTEXT, SpanStatusCode, context, trace, type Link, type Span } from '@opentelemetry/api'
+import { ROOT_CONTEXT, SpanStatusCode, context, trace, type Link, type Span, type SpanContext } from '@opentelemetry/api'
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http'
 import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto'
 import { registerInstrumentations } from '@opentelemetry/instrumentation'
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg'
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
 import { BatchSpanProcessor, NodeTracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-node'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { SpanReference, Tracing } from './tracing.js'
 
 /** What the service is called in traces unless OTEL_SERVICE_NAME says otherwise. */
@@ -133,7 +133,7 @@ function startTracing (env: NodeJS.ProcessEnv = process.env) {
         requestHook (span: Span, request: FastifyRequest) {
           const route = request.routeOptions.url
           span.updateName(route === undefined ? request.method : `${request.method} ${route}`)
-          span.setAttributes({ 'url.path': pathOf(request.url), 'url.scheme': request.protocol })
+          span.setAttributes({ 'url.path': pathOf(request.url), 'url.scheme': request.protocol, 'network.protocol.version': request.raw.httpVersion })
         }
       }),
       new PgInstrumentation({
@@ -142,6 +142,8 @@ function startTracing (env: NodeJS.ProcessEnv = process.env) {
         // Never the statement's values: they are book fields, idempotency keys
         enhancedDatabaseReporting: false,
         addSqlCommenterCommentToQueries: false,
+        // A span per statement; taking a connection from the pool is not one, and would add two
+        ignoreConnectSpans: true,
         // The stable conventions' `db.system.name`, and its older name, which backends still
         // read (Tempo's service graph among them)
         requestHook (span: Span) {
@@ -152,13 +154,19 @@ function startTracing (env: NodeJS.ProcessEnv = process.env) {
   })
   const tracer = provider.getTracer(TRACER_NAME)
 
+  // What src/tracing.ts calls a span reference is, here, the span's context
+  const reference = (span: SpanContext) => span as unknown as SpanReference
+  const spanContext = (span: SpanReference) => span as unknown as SpanContext
   const tracing: Tracing = {
-    current: () => trace.getActiveSpan()?.spanContext() as SpanReference | undefined,
+    current () {
+      const span = trace.getActiveSpan()
+      return span === undefined ? undefined : reference(span.spanContext())
+    },
     inSpan (name, { parent, links, attributes }, work) {
       const base = parent === null
         ? ROOT_CONTEXT
-        : parent === undefined ? context.active() : trace.setSpanContext(context.active(), parent as never)
-      const spanLinks: Link[] = (links ?? []).flatMap((link) => link === undefined ? [] : [{ context: link as never }])
+        : parent === undefined ? context.active() : trace.setSpanContext(context.active(), spanContext(parent))
+      const spanLinks: Link[] = (links ?? []).flatMap((link) => link === undefined ? [] : [{ context: spanContext(link) }])
       return tracer.startActiveSpan(name, { links: spanLinks, attributes, root: parent === null }, base, async (span) => {
         try {
           return await work()
@@ -172,12 +180,16 @@ function startTracing (env: NodeJS.ProcessEnv = process.env) {
     }
   }
 
-  /** The request's log lines carry the ids of its span (the request span, active in its hooks from here on). */
-  function logWithTraceIds (request: FastifyRequest, reply: FastifyReply, done: () => void) {
+  /**
+   * The request's log lines carry the ids of its span (the request span, active in its hooks from
+   * here on): bound to the request's own logger, which Fastify made for it alone.
+   */
+  function logWithTraceIds (request: FastifyRequest, _reply: FastifyReply, done: () => void) {
     const span = trace.getActiveSpan()
     if (span !== undefined) {
       const { traceId, spanId } = span.spanContext()
-      request.log = reply.log = request.log.child({ trace_id: traceId, span_id: spanId })
+      // pino's, as every logger of Fastify's is; FastifyBaseLogger's type leaves it out
+      ;(request.log as FastifyBaseLogger & { setBindings (bindings: Record<string, string>): void }).setBindings({ trace_id: traceId, span_id: spanId })
     }
     done()
   }

@@ -173,7 +173,7 @@ t.test('http/json: request spans, statements, links, background work, log lines,
     traceId: created.traceId,
     parentSpanId: created.parentId,
     kind: SERVER,
-    attributes: { 'http.request.method': 'POST', 'http.route': '/book', 'url.path': '/book', 'url.scheme': 'http', 'http.response.status_code': 201 }
+    attributes: { 'http.request.method': 'POST', 'http.route': '/book', 'url.path': '/book', 'url.scheme': 'http', 'network.protocol.version': '1.1', 'http.response.status_code': 201 }
   }, 'the server span continues the traceparent sent, named by its route, with the HTTP attributes')
 
   const childrenOf = (parent: Span) => spans().filter((span) => span.parentSpanId === parent.spanId)
