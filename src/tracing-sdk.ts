@@ -189,7 +189,8 @@ function startTracing (env: NodeJS.ProcessEnv = process.env) {
     if (span !== undefined) {
       const { traceId, spanId } = span.spanContext()
       // pino's, as every logger of Fastify's is; FastifyBaseLogger's type leaves it out
-      ;(request.log as FastifyBaseLogger & { setBindings (bindings: Record<string, string>): void }).setBindings({ trace_id: traceId, span_id: spanId })
+      const log = request.log as FastifyBaseLogger & { setBindings (bindings: Record<string, string>): void }
+      log.setBindings({ trace_id: traceId, span_id: spanId })
     }
     done()
   }

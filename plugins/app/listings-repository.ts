@@ -14,6 +14,7 @@ import { boundedQueryOn } from '../../src/db/bounded-query.js'
 import type { SqlDialect } from '../../src/db/dialect.js'
 import type { Position, Walk } from '../../src/listing.js'
 import type { ListingPage, PageBeyond } from '../../src/listing-stream.js'
+import type { Tracing } from '../../src/tracing.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -162,7 +163,7 @@ function walkPageQuery (
  * time limit), not in the pool's queue ahead of everyone else, where the 2 s connection bound
  * cut them off and everyone else waited behind them.
  */
-function createListingsRepository (pg: PostgresDb, readBudget: LimitFunction, dialect: SqlDialect) {
+function createListingsRepository (pg: PostgresDb, readBudget: LimitFunction, dialect: SqlDialect, tracing: Tracing) {
   const query = boundedQueryOn(pg.pool)
 
   async function pageAfter (afterId: string, limit: number, signal?: AbortSignal): Promise<ListingPage> {
@@ -226,7 +227,7 @@ function createListingsRepository (pg: PostgresDb, readBudget: LimitFunction, di
   const firstPages = batched<number, ListingPage>((limits) => {
     const pages = new Map([...new Set(limits)].map((limit) => [limit, pageAfter('0', limit)]))
     return Promise.all(limits.map((limit) => pages.get(limit)!))
-  })
+  }, globalThis, { tracing, name: 'listing first pages' })
 
   return {
     /** The start of the listing: up to `limit` books with the lowest ids. */
@@ -256,5 +257,5 @@ function createListingsRepository (pg: PostgresDb, readBudget: LimitFunction, di
 }
 
 export default fp(async function listingsRepository (fastify) {
-  fastify.decorate('listingsRepository', createListingsRepository(fastify.pg, fastify.readBudget, fastify.sqlDialect))
+  fastify.decorate('listingsRepository', createListingsRepository(fastify.pg, fastify.readBudget, fastify.sqlDialect, fastify.tracing))
 }, { name: 'listings-repository', dependencies: ['postgres', 'migrate', 'read-budget'] })

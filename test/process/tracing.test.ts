@@ -200,6 +200,7 @@ t.test('http/json: request spans, statements, links, background work, log lines,
   t.ok(named('changes poll').some((span) => span.parentSpanId === undefined && statementsUnder(span).length > 0), 'the feed\'s polls: traces of their own, with their statements')
   const listing = named('GET /books').find((span) => span.attributes['url.path'] === '/books' && childrenOf(span).some((child) => child.name === 'listing page'))
   t.ok(listing, 'a listing\'s later pages are spans of its request')
+  t.ok(named('listing first pages').some((batch) => batch.links.some((link) => link.spanId === listing?.spanId)), 'its first page: a batched statement linked to it')
   t.ok(named('GET /books').every((span) => span.attributes['url.path'] === '/books'), 'the path without its query')
 
   t.match(named('POST /token').find((span) => span.attributes['http.response.status_code'] === 400), { status: { code: 0 } }, 'a 4xx: no error status, no message')
