@@ -52,13 +52,13 @@ function isCanonical (token: string): boolean {
 }
 
 /**
- * The header segments of the tokens accepted: `alg` (one of TOKEN_ALGORITHMS, as verification),
- * `typ` only as `JWT`, each once, nothing else, in the plain JSON fast-jwt writes, and so in the
- * one base64url spelling of it. fast-jwt ignores `kid`, `jku`, `x5u` and `jwk`, and takes the last
- * of two `alg` keys; refusing them keeps a later version from starting to act on them.
+ * The header segments of the tokens accepted: `{"alg":...,"typ":"JWT"}` with `alg` one of
+ * TOKEN_ALGORITHMS (as verification), in the plain JSON fast-jwt writes, and so in the one
+ * base64url spelling of it: no other key, no key twice, no other order, `typ` not left out.
+ * fast-jwt ignores `kid`, `jku`, `x5u` and `jwk`, and takes the last of two `alg` keys; refusing
+ * them keeps a later version from starting to act on them.
  */
-const OUR_HEADERS = new Set(TOKEN_ALGORITHMS.flatMap((alg) =>
-  [{ alg }, { alg, typ: 'JWT' }, { typ: 'JWT', alg }].map((header) => Buffer.from(JSON.stringify(header)).toString('base64url'))))
+const OUR_HEADERS = new Set(TOKEN_ALGORITHMS.map((alg) => Buffer.from(JSON.stringify({ alg, typ: 'JWT' })).toString('base64url')))
 
 /** How many verified tokens an instance keeps (src/verified-tokens.ts; its memory: docs/performance.md, What makes the difference). */
 export const VERIFIED_TOKENS = 10_000
