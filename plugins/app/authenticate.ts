@@ -8,12 +8,15 @@
  * proxy in front may have read the other. A token whose header holds more than ours is `Invalid
  * token` too. Every answer it guards is `Cache-Control: no-store`. A token that passed is
  * verified once per instance (src/verified-tokens.ts), its expiry checked on every request.
+ * A token signed with a secret of SECRET_TOKEN_ACCEPTED passes as one signed with SECRET_TOKEN
+ * (a rotation, docs/operations.md); SECRET_TOKEN is tried first.
  * Callback style, being on every book request: an async hook costs a promise each time.
  */
 import type { onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import { Message } from '../../src/envelope.js'
 import { ApiError } from '../../src/errors.js'
+import { acceptedSecrets } from '../../src/config.js'
 import { fieldCount } from '../../src/http.js'
 import { TOKEN_ALGORITHMS, TOKEN_LIFETIME_S } from '../../src/schemas/auth.js'
 import { VerifiedTokens } from '../../src/verified-tokens.js'
@@ -66,6 +69,23 @@ export const VERIFIED_TOKENS = 10_000
 export default fp(async function authenticate (fastify) {
   // Per instance: each has its secret
   const verifiedTokens = new VerifiedTokens(VERIFIED_TOKENS)
+  // Tried after SECRET_TOKEN only, so that its tokens cost what they cost without a rotation
+  const accepted = acceptedSecrets(fastify.config)
+
+  /** The payload of `token`, verified with SECRET_TOKEN or else with an accepted secret; throws if none verifies it. */
+  function verified (token: string): { exp: number } {
+    try {
+      return fastify.jwt.verify<{ exp: number }>(token)
+    } catch (error) {
+      // The same checks, another key: @fastify/jwt merges `key` into the options it was given
+      for (const key of accepted) {
+        try {
+          return fastify.jwt.verify<{ exp: number }>(token, { key })
+        } catch {}
+      }
+      throw error
+    }
+  }
 
   /**
    * When `token` expires (ms), if it is one of ours: its signature verifies, its `exp` is no
@@ -75,7 +95,7 @@ export default fp(async function authenticate (fastify) {
   function verifiedExpiry (token: string, now: number): number | null {
     let exp: number
     try {
-      ({ exp } = fastify.jwt.verify<{ exp: number }>(token))
+      ({ exp } = verified(token))
     } catch {
       return null
     }
