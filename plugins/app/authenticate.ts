@@ -14,9 +14,9 @@
  */
 import type { onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
+import { acceptedSecrets } from '../../src/config.js'
 import { Message } from '../../src/envelope.js'
 import { ApiError } from '../../src/errors.js'
-import { acceptedSecrets } from '../../src/config.js'
 import { fieldCount } from '../../src/http.js'
 import { TOKEN_ALGORITHMS, TOKEN_LIFETIME_S } from '../../src/schemas/auth.js'
 import { VerifiedTokens } from '../../src/verified-tokens.js'
@@ -63,6 +63,13 @@ function isCanonical (token: string): boolean {
  */
 const OUR_HEADERS = new Set(TOKEN_ALGORITHMS.map((alg) => Buffer.from(JSON.stringify({ alg, typ: 'JWT' })).toString('base64url')))
 
+/**
+ * fast-jwt's code for a signature the key does not verify (`TOKEN_ERROR_CODES.invalidSignature`,
+ * its README; fast-jwt comes through @fastify/jwt). Should it change, the tokens of accepted
+ * secrets are refused, which test/app/secret-rotation.test.ts would show.
+ */
+const INVALID_SIGNATURE = 'FAST_JWT_INVALID_SIGNATURE'
+
 /** How many verified tokens an instance keeps (src/verified-tokens.ts; its memory: docs/performance.md, What makes the difference). */
 export const VERIFIED_TOKENS = 10_000
 
@@ -77,6 +84,9 @@ export default fp(async function authenticate (fastify) {
     try {
       return fastify.jwt.verify<{ exp: number }>(token)
     } catch (error) {
+      // Only a signature that SECRET_TOKEN does not verify may be another key's: any other
+      // failure (malformed, expired, an algorithm refused) is the same whatever the key
+      if ((error as { code?: unknown }).code !== INVALID_SIGNATURE) throw error
       // The same checks, another key: @fastify/jwt merges `key` into the options it was given
       for (const key of accepted) {
         try {

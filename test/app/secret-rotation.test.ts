@@ -10,7 +10,7 @@ import { changeIds } from '../../src/changes.js'
 import { build, call, errorEnvelope, getToken } from '../helper.js'
 import { createDatabase } from '../helpers/database.js'
 import { FeedClient } from '../helpers/feed.js'
-import { mint, nowSeconds } from '../helpers/tokens.js'
+import { base64urlTwin, mint, nowSeconds } from '../helpers/tokens.js'
 
 const A = 'the-old-secret-of-this-test-at-least-32-bytes'
 const B = 'the-new-secret-of-this-test-at-least-32-bytes'
@@ -32,6 +32,12 @@ async function step (t: Test, dbUrl: string, secret: string, accepted = ''): Pro
 const get = async (at: Step, url: string, token = at.token) => {
   const { status, body, headers } = await call(at.app, token, { method: 'GET', url })
   return { status, body, next: /^<([^>]+)>/.exec(String(headers.link ?? ''))?.[1] }
+}
+
+/** `signed` (a token, a cursor's path, a change id) with the last character of its signature's twin: the same bytes. */
+const twin = (signed: string) => {
+  const dot = signed.lastIndexOf('.')
+  return signed.slice(0, dot + 1) + base64urlTwin(signed.slice(dot + 1))
 }
 
 /** The status of a feed of `at` opened with `lastEventId`, and the feed, closed when the test ends. */
@@ -72,6 +78,7 @@ t.test('a rotation from A to B: what each step accepts and what it makes', async
     t.equal(await accepts(bAcceptingA, longLived), 401, 'an accepted secret: a token further ahead than 15 minutes is refused')
     const noTyp = mint({ header: { alg: 'HS256' }, payload: live, secret: A })
     t.equal(await accepts(bAcceptingA, noTyp), 401, 'an accepted secret: a header other than ours is refused')
+    t.equal(await accepts(bAcceptingA, twin(onlyA.token)), 401, 'an accepted secret: its signature spelled otherwise is refused')
   })
 
   t.test('listing cursors', async (t) => {
@@ -88,7 +95,8 @@ t.test('a rotation from A to B: what each step accepts and what it makes', async
     const dropped = await get(onlyB, first.next!)
     t.equal(dropped.status, 400, 'B alone: a cursor of A is 400')
     t.strictSame(dropped.body, errorEnvelope(400, 'Invalid input'))
-    t.equal((await get(onlyB, first.next!.replace(/sort=title/, 'sort=-title'))).status, 400, 'an accepted secret: a cursor sent with another sort is 400')
+    t.equal((await get(bAcceptingA, first.next!.replace(/sort=title/, 'sort=-title'))).status, 400, 'an accepted secret: a cursor sent with another sort is 400')
+    t.equal((await get(bAcceptingA, twin(first.next!))).status, 400, 'an accepted secret: a cursor spelled otherwise is 400')
   })
 
   t.test('change ids: a feed resumes on every step that accepts its id; past them, 400, and a new feed', async (t) => {
@@ -97,6 +105,7 @@ t.test('a rotation from A to B: what each step accepts and what it makes', async
     await feedOfA.client.waitFor('the starting id', () => feedOfA.client.lastEventId !== undefined)
     const idOfA = feedOfA.client.lastEventId!
     t.not(changeIds(A).decode(idOfA), null, 'precondition: an id of A')
+    t.equal((await openFeed(t, bAcceptingA, twin(idOfA))).status, 400, 'B, accepting A: an id of A spelled otherwise is 400')
     const resumed = await openFeed(t, bAcceptingA, idOfA)
     t.equal(resumed.status, 200, 'B, accepting A: an id of A resumes')
     await call(bAcceptingA.app, bAcceptingA.token, { method: 'POST', url: '/book', payload: { title: 'Zeta', author: 'x', year: 2001 } })
