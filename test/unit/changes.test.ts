@@ -43,3 +43,11 @@ t.test('an event: id, name and one line of data, then a blank line', async (t) =
   t.equal(reset('y'), 'id: y\nevent: reset\ndata: {}\n\n')
   t.equal(feedStart('z'), 'retry: 2000\nid: z\n\n', 'the start: the retry and the id, no data (no event)')
 })
+
+t.test('during a rotation: made with the first secret, read with it or an accepted one', async (t) => {
+  const [old, fresh] = ['the old secret of the tests, long enough', 'the new secret of the tests, long enough']
+  const made = changeIds(old).encode(42)
+  t.equal(changeIds(fresh, [old]).decode(made), 42, 'an id of an accepted secret names its position')
+  t.equal(changeIds(fresh, [old]).encode(42), changeIds(fresh).encode(42), 'made with the first secret alone')
+  t.equal(changeIds(fresh).decode(made), null, 'not once it is no longer accepted')
+})
