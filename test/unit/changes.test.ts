@@ -1,6 +1,7 @@
 /**
  * The feed's change ids and events (src/changes.ts): an id names its position, increases with it
- * as a string too, and is refused when this service did not issue it, in any spelling; an event
+ * as a string too, and is refused when this service did not issue it, in any spelling (one made
+ * with an accepted secret is read); an event
  * is the event stream format's fields, its data on one line.
  */
 import t from 'tap'
