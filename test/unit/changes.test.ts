@@ -1,8 +1,8 @@
 /**
  * The feed's change ids and events (src/changes.ts): an id names its position, increases with it
  * as a string too, and is refused when this service did not issue it, in any spelling (one made
- * with an accepted secret is read); an event
- * is the event stream format's fields, its data on one line.
+ * with an accepted secret is read); an event is the event stream format's fields, its data on
+ * one line.
  */
 import t from 'tap'
 import { changeIds, event, feedStart, reset } from '../../src/changes.js'

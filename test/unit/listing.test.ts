@@ -1,7 +1,7 @@
 /**
  * The listing's cursors (src/listing.ts): what a walk carries between pages comes back whole,
  * including how its pages read the books; a cursor made before that was kept is still read; a
- * cursor for another walk, or changed, is refused.
+ * cursor for another walk, or changed, is refused; one made with an accepted secret is read.
  */
 import t from 'tap'
 import { listingCursors, type Walk } from '../../src/listing.js'
