@@ -3,6 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import { FIRST_VERSION, acceptedVersions, entityTag, noneMatchHolds, parseTagCondition, type TagCondition } from '../src/entity-tags.js'
+import { acceptedSecrets } from '../src/config.js'
 import { Message, SuccessSchema, envelope, failureSchemas } from '../src/envelope.js'
 import { ApiError, errorHandler } from '../src/errors.js'
 import { isWalk, listingCursors, nextPage, walkOf, type Position } from '../src/listing.js'
@@ -82,7 +83,7 @@ function throwIfRefused<T> (outcome: T | 'missing' | 'mismatch'): T {
 
 const books: FastifyPluginAsyncTypebox = async (fastify) => {
   const { booksRepository, listingsRepository, authenticate } = fastify
-  const cursors = listingCursors(fastify.config.SECRET_TOKEN)
+  const cursors = listingCursors(fastify.config.SECRET_TOKEN, acceptedSecrets(fastify.config))
   const grownPages = new PageBudget(GROWN_PAGE_ROWS)
   const readPlainPage = (after: Position, limit: number, signal: AbortSignal) => listingsRepository.pageAfter(after.id, limit, signal)
 

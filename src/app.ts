@@ -72,7 +72,7 @@ export const options: FastifyHttpOptions<Server> = {
     redact: {
       paths: [
         'req.headers.authorization', 'headers.authorization', 'password', 'token',
-        'body.password', 'body.token', 'config.SECRET_TOKEN', 'config.AUTH_PASSWORD', 'config.DB_URL'
+        'body.password', 'body.token', 'config.SECRET_TOKEN', 'config.SECRET_TOKEN_ACCEPTED', 'config.AUTH_PASSWORD', 'config.DB_URL'
       ],
       censor: '[redacted]'
     }

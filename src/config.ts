@@ -58,6 +58,14 @@ export const ConfigSchema = Type.Object({
   }),
   // RFC 7518 section 3.2: an HS256 key must be at least 256 bits
   SECRET_TOKEN: Type.String({ minLength: 32, description: 'a random string of at least 32 characters (openssl rand -hex 32)' }),
+  // Further secrets whose tokens, cursors and change ids are accepted while only SECRET_TOKEN
+  // signs: a rotation (docs/operations.md). Each as strict as SECRET_TOKEN, with no comma and no
+  // space at either end (a space after a comma would otherwise become part of the secret)
+  SECRET_TOKEN_ACCEPTED: Type.String({
+    default: '',
+    pattern: '^([^,\\s][^,]{30,}[^,\\s](,[^,\\s][^,]{30,}[^,\\s])*)?$',
+    description: 'secrets separated by commas, each a random string of at least 32 characters without a comma or a space at either end; empty for none'
+  }),
   AUTH_USERNAME: Type.String({ minLength: 1, description: 'the username POST /token accepts' }),
   AUTH_PASSWORD: Type.String({ minLength: 1, description: 'the password POST /token accepts' }),
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: DEFAULT_PORT, description: 'a port number from 0 to 65535 (0: one the system picks)' }),
@@ -118,7 +126,16 @@ export type Config = Static<typeof ConfigSchema>
 export type ConfigInput = Partial<Record<keyof Config, string>>
 
 /** Variables whose value no message shows, only its length. */
-const SECRET_VARIABLES = new Set(['SECRET_TOKEN', 'AUTH_PASSWORD'])
+const SECRET_VARIABLES = new Set(['SECRET_TOKEN', 'SECRET_TOKEN_ACCEPTED', 'AUTH_PASSWORD'])
+
+/**
+ * The secrets of SECRET_TOKEN_ACCEPTED, SECRET_TOKEN left out: what verification tries after
+ * SECRET_TOKEN, in their order, when SECRET_TOKEN does not verify.
+ */
+export function acceptedSecrets ({ SECRET_TOKEN, SECRET_TOKEN_ACCEPTED }: Pick<Config, 'SECRET_TOKEN' | 'SECRET_TOKEN_ACCEPTED'>): string[] {
+  if (SECRET_TOKEN_ACCEPTED === '') return []
+  return [...new Set(SECRET_TOKEN_ACCEPTED.split(','))].filter((secret) => secret !== SECRET_TOKEN)
+}
 
 /** One failed check of the configuration, as ajv reports it (the `errors` of @fastify/env's error). */
 export interface ConfigError {
@@ -129,6 +146,10 @@ export interface ConfigError {
 
 /** A value as a message may show it: a secret by its length, the password of a URL masked. */
 function shown (variable: string, value: string): string {
+  if (variable === 'SECRET_TOKEN_ACCEPTED' && value !== '') {
+    const lengths = value.split(',').map((secret) => secret.length)
+    return lengths.length === 1 ? `1 secret, ${lengths[0]} characters long` : `${lengths.length} secrets, ${lengths.join(', ')} characters long`
+  }
   if (SECRET_VARIABLES.has(variable)) return `${value.length} characters long`
   if (value === '') return 'empty'
   return JSON.stringify(value.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@]*):[^/@]*@/i, '$1:***@'))
