@@ -16,7 +16,6 @@ export const COSTLY_LISTINGS = [
   `/books?sort=title&title=${'the%20'.repeat(250)}`
 ]
 
-
 /**
  * Inserts `count` books titled `The Reeel <n>`, in one statement, into a database whose indexes
  * the service builds when it starts (`createDatabaseWithBooks(t, 0)`): every title holds the
