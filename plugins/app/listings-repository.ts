@@ -75,6 +75,9 @@ function matchesEstimateQuery (walk: Walk): { text: string, values: unknown[] } 
 /** SQLSTATE query_canceled: what `statement_timeout` ends a statement with. */
 const CANCELED_SQLSTATE = '57014'
 
+/** Whether a failure is the server's cancel at the budget: the connection is kept (src/db/bounded-query.ts). */
+const overBudget = (err: unknown) => (err as { code?: string }).code === CANCELED_SQLSTATE
+
 /**
  * The bounds of a filtered page's transaction, before its statement: the server cancels it after
  * `budgetMs`, and runs it in its own backend alone (no parallel workers, each of which would
@@ -189,10 +192,10 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
    */
   async function budgetedQuery<R extends QueryResultRow> (text: string, values: unknown[]): Promise<QueryResult<R>> {
     try {
-      const [, result] = await boundedTransaction<[QueryResultRow, R]>(pg.pool, [{ text: budget }, { text, values }])
+      const [, result] = await boundedTransaction<[QueryResultRow, R]>(pg.pool, [{ text: budget }, { text, values }], overBudget)
       return result
     } catch (err) {
-      throw (err as { code?: string }).code === CANCELED_SQLSTATE ? new ListingOverBudget(budgetMs) : err
+      throw overBudget(err) ? new ListingOverBudget(budgetMs) : err
     }
   }
 

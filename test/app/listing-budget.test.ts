@@ -30,11 +30,16 @@ t.test('a filtered listing over its budget is cancelled and answered 422, logged
   await db.query('ANALYZE books')
   const token = await getToken(app)
 
+  // A listing first, so that the pool holds a connection; then none is opened for the probes
+  t.equal((await call(app, token, { method: 'GET', url: '/books?limit=1' })).status, 200)
+  let opened = 0
+  app.pg.pool.on('connect', () => { opened++ })
   for (const url of COSTLY_LISTINGS) {
     const { status, body } = await call(app, token, { method: 'GET', url })
     t.equal(status, 422, `${url.slice(0, 60)}: 422`)
     t.strictSame(body, TOO_COSTLY, 'in the envelope')
   }
+  t.equal(opened, 0, 'the connection of a cancelled listing is kept, not discarded and opened anew')
   t.strictSame(lines.filter((line) => (line.level as number) >= 40).map((line) => line.msg), [], 'nothing logged at warn or above')
   const refused = lines.filter((line) => line.msg === 'request' && line.statusCode === 422)
   t.equal(refused.length, COSTLY_LISTINGS.length, 'each is a request line')
