@@ -36,9 +36,9 @@ t.test('20 connections from one address sending costly listings: another address
     const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS, localAddress: '127.0.0.2' })
     t.teardown(() => agent.destroy())
     const statuses = new Map<string, number>()
-    let attacking = true
+    const attack = { on: true }
     const attacker = Array.from({ length: CONNECTIONS }, async (_, connection) => {
-      for (let i = connection; attacking; i++) {
+      for (let i = connection; attack.on; i++) {
         const { status, error } = await sendRequest(url, agent, { method: 'GET', path: COSTLY_LISTINGS[i % COSTLY_LISTINGS.length]!, token })
         const outcome = String(status ?? error)
         statuses.set(outcome, (statuses.get(outcome) ?? 0) + 1)
@@ -54,7 +54,7 @@ t.test('20 connections from one address sending costly listings: another address
     await sleep(ATTACK_MS)
     const listed = await listings.stop()
     const read = await reads.stop()
-    attacking = false
+    attack.on = false
     await Promise.all(attacker)
 
     const outcomes = Object.fromEntries(statuses)
