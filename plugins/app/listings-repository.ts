@@ -178,7 +178,9 @@ function walkPageQuery (
  * pool's connections read listings, and the feeds that catch up, at once: a thousand listings then
  * wait for their next page in this process's queue (one query at most per listing, without a
  * time limit), not in the pool's queue ahead of everyone else, where the 2 s connection bound
- * cut them off and everyone else waited behind them.
+ * cut them off and everyone else waited behind them. Each page counts for the client address it
+ * is read for (`client`), which holds at most its share of that part (src/listing-slots.ts); the
+ * batched first pages of plain listings count for none.
  */
 function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['readBudget'], dialect: SqlDialect, budgetMs: number) {
   const query = boundedQueryOn(pg.pool)
