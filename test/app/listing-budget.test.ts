@@ -5,9 +5,11 @@
  * more; ordinary listings answer as ever; one client address holds at most half of the read
  * budget, and another address's listing starts beside it.
  */
+import { get as httpGet, type IncomingMessage } from 'node:http'
 import t from 'tap'
 import { build, call, getToken } from '../helper.js'
-import { NEEDS_SERVER, createDatabase, createDatabaseWithBooks, pgClient, serviceSessionsOnLock, waitForSessionsOnLock } from '../helpers/database.js'
+import { NEEDS_SERVER, createDatabase, createDatabaseWithBooks, pgClient, serviceSessionsOnLock, serviceStoppedReading, waitForSessionsOnLock } from '../helpers/database.js'
+import { waitUntil } from '../helpers/wait.js'
 import { listingConnections } from '../../plugins/app/read-budget.js'
 import { COSTLY_LISTINGS, seedCostlyBooks } from '../helpers/costly-listings.js'
 
@@ -52,6 +54,43 @@ t.test('a filtered listing over its budget is cancelled and answered 422, logged
   const sorted = await call(app, token, { method: 'GET', url: '/books?limit=10&sort=-year' })
   t.equal(sorted.status, 200, 'a listing without a filter reads through its index, with no budget of its own')
   t.equal(sorted.body.data.length, 10)
+})
+
+t.test('a streamed listing whose later page goes over its budget is cut off, logged at warn', { skip: NEEDS_SERVER }, async (t) => {
+  // Titles of a thousand characters: 20 MB of listing, far more than the sockets' buffers hold
+  const dbUrl = await createDatabaseWithBooks(t, 0)
+  const db = await pgClient(t, dbUrl, { queryTimeoutMs: 60_000 })
+  await db.query(`INSERT INTO books (title, author, year)
+    SELECT repeat('x', 980) || ' Title ' || g, 'Author ' || g, 2000 FROM generate_series(1, 20000) g`)
+  const { lines, stream } = capture()
+  const app = await build(t, dbUrl, { LISTING_BUDGET_MS: '200' }, { logger: { level: 'info', stream } })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = app.server.address() as { port: number }
+  const token = await getToken(app)
+
+  // Every book matches: a listing streamed page by page, whose client stops reading for a while
+  const response = await new Promise<IncomingMessage>((resolve, reject) => {
+    httpGet({ host: '127.0.0.1', port, path: '/books?title=title', headers: { authorization: token } }, resolve).on('error', reject)
+  })
+  t.equal(response.statusCode, 200, 'the status goes out with the first page')
+  response.pause()
+  await waitUntil(() => serviceStoppedReading(db, dbUrl), 30_000, 'the listing waiting for its client')
+  // Its next page now waits on a lock past the budget
+  await db.query('BEGIN')
+  await db.query('LOCK TABLE books IN ACCESS EXCLUSIVE MODE')
+  let body = ''
+  response.setEncoding('utf8')
+  const cut = new Promise<boolean>((resolve) => {
+    response.on('data', (chunk: string) => { body += chunk })
+    response.on('error', () => {})
+    response.on('close', () => resolve(!response.complete))
+  })
+  response.resume()
+  t.ok(await cut, 'the response is cut off')
+  await db.query('COMMIT')
+  t.notOk(body.endsWith(']}'), 'its body is not a whole listing')
+  t.ok(lines.some((line) => line.level === 40 && line.msg === 'listing cut off: a page ran past LISTING_BUDGET_MS'), 'logged at warn')
+  t.strictSame(lines.filter((line) => (line.level as number) >= 50).map((line) => line.msg), [], 'nothing at error')
 })
 
 t.test('ordinary filtered and sorted listings answer within the default budget, as ever', async (t) => {
