@@ -77,6 +77,10 @@ export const ConfigSchema = Type.Object({
   // The address that port is bound to: an IP address or a host name, not a URL or a port
   ADMIN_HOST: Type.String({ pattern: '^([0-9A-Fa-f:.]+|[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*)$', default: DEFAULT_ADMIN_HOST, description: 'an IP address or a host name' }),
   DB_POOL_MAX: Type.Integer({ minimum: 1, maximum: 100, default: 10, description: 'an integer from 1 to 100' }),
+  // The most a page of a listing with a filter may run in PostgreSQL before the server cancels it
+  // and the client gets 422 (docs/operations.md, The cost of a listing); within the 3 s bound of
+  // every statement (src/db/time-bounds.ts)
+  LISTING_BUDGET_MS: Type.Integer({ minimum: 1, maximum: 3000, default: 1000, description: 'milliseconds from 1 to 3000' }),
   // Which SQL the service sends for what Citus cannot run across shards (src/db/dialect.ts):
   // auto, Citus's on a server with the citus extension and PostgreSQL's elsewhere; citus, Citus's
   // on any server, which is how the tests run that SQL on plain PostgreSQL and PGlite

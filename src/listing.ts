@@ -38,6 +38,23 @@ export interface Position {
   matchesFirst?: boolean
 }
 
+/** Whether a walk has a filter: then no index bounds what a page of it reads (a budget does). */
+export function hasFilter (walk: Walk): boolean {
+  return walk.title !== undefined || walk.author !== undefined || walk.yearFrom !== undefined || walk.yearTo !== undefined
+}
+
+/**
+ * A page of a filtered listing that ran out of its budget (LISTING_BUDGET_MS) and was cancelled by
+ * the server: the client's own request costs too much, answered `422 Listing too costly`, not a
+ * fault of the service.
+ */
+export class ListingOverBudget extends Error {
+  readonly code = 'LISTING_OVER_BUDGET'
+  constructor (readonly budgetMs: number) {
+    super(`a page of a filtered listing ran longer than its budget of ${budgetMs} ms`)
+  }
+}
+
 /** Whether a query asks for more than today's listing (every book, by id). */
 export function isWalk (query: ListingQuery): boolean {
   return query.limit !== undefined || query.sort !== undefined || query.title !== undefined ||
