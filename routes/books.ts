@@ -82,7 +82,7 @@ function throwIfRefused<T> (outcome: T | 'missing' | 'mismatch'): T {
 }
 
 const books: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { booksRepository, listingsRepository, authenticate } = fastify
+  const { booksRepository, listingsRepository, authenticate, apiLimit } = fastify
   const cursors = listingCursors(fastify.config.SECRET_TOKEN, acceptedSecrets(fastify.config))
   const grownPages = new PageBudget(GROWN_PAGE_ROWS)
   const readPlainPage = (after: Position, limit: number, signal: AbortSignal) => listingsRepository.pageAfter(after.id, limit, signal)
@@ -102,7 +102,9 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
         { budget: grownPages, connectionFree: listingsRepository.connectionFree, readBeyond }))
   }
 
-  // Registered inside this plugin, so it guards exactly the book routes
+  // Registered inside this plugin, so they guard exactly the book routes: the limit first, so
+  // that a limited client costs not even a token's verification
+  if (apiLimit !== null) fastify.addHook('onRequest', apiLimit)
   fastify.addHook('onRequest', authenticate)
 
   /**
