@@ -83,6 +83,8 @@ function throwIfRefused<T> (outcome: T | 'missing' | 'mismatch'): T {
 
 const books: FastifyPluginAsyncTypebox = async (fastify) => {
   const { booksRepository, listingsRepository, authenticate, apiLimit } = fastify
+  // With API_RATE_LIMIT every route may also answer 429, and the OpenAPI document says so
+  const limited = apiLimit === null ? {} : { 429: [Message.TooManyRequests] } as const
   const cursors = listingCursors(fastify.config.SECRET_TOKEN, acceptedSecrets(fastify.config))
   const grownPages = new PageBudget(GROWN_PAGE_ROWS)
   const readPlainPage = (after: Position, limit: number, signal: AbortSignal) => listingsRepository.pageAfter(after.id, limit, signal)
@@ -133,6 +135,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
         201: SuccessSchema(201, Message.BookCreated, BookSchema, EXAMPLE_BOOK, ETAG_HEADER),
         ...failureSchemas({
           ...EVERY_ROUTE,
+          ...limited,
           ...WITH_BODY,
           400: [Message.InvalidInput, ...BAD_REQUEST],
           409: [Message.IdempotencyKeyInProgress],
@@ -167,7 +170,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
         200: SuccessSchema(200, Message.BooksRetrieved, Type.Array(BookSchema), [EXAMPLE_BOOK], {
           Link: { type: 'string', description: 'The next page, `</books?...>; rel="next"`, while more books may follow a page' }
         }),
-        ...failureSchemas({ ...EVERY_ROUTE, 400: [Message.InvalidInput, ...BAD_REQUEST] })
+        ...failureSchemas({ ...EVERY_ROUTE, ...limited, 400: [Message.InvalidInput, ...BAD_REQUEST] })
       }
     }
   }, async function (request, reply) {
@@ -208,7 +211,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       response: {
         200: SuccessSchema(200, Message.BookRetrieved, BookSchema, EXAMPLE_BOOK, ETAG_HEADER),
         304: { description: 'Not Modified: the book still has an ETag that If-None-Match names', headers: ETAG_HEADER, type: 'null' },
-        ...failureSchemas({ ...EVERY_ROUTE, 400: [Message.InvalidInput, ...BAD_REQUEST], 404: [Message.BookNotFound] })
+        ...failureSchemas({ ...EVERY_ROUTE, ...limited, 400: [Message.InvalidInput, ...BAD_REQUEST], 404: [Message.BookNotFound] })
       }
     }
   }, async function (request, reply) {
@@ -235,7 +238,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       body: BookPatchSchema,
       response: {
         200: SuccessSchema(200, Message.BookUpdated, BookSchema, EXAMPLE_BOOK, ETAG_HEADER),
-        ...failureSchemas(CONDITIONAL_WRITE_FAILURES)
+        ...failureSchemas({ ...CONDITIONAL_WRITE_FAILURES, ...limited })
       }
     }
   }, async function (request, reply) {
@@ -256,7 +259,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       response: {
         200: SuccessSchema(200, Message.BookDeleted, Type.Null(), null),
         // Bad request also for a body that is sent and cannot be parsed
-        ...failureSchemas(CONDITIONAL_WRITE_FAILURES)
+        ...failureSchemas({ ...CONDITIONAL_WRITE_FAILURES, ...limited })
       }
     }
   }, async function (request) {

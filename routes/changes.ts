@@ -37,7 +37,9 @@ const changes: FastifyPluginAsyncTypebox = async (fastify) => {
           400: [Message.InvalidInput, Message.BadRequest],
           401: [Message.AuthorizationRequired, Message.InvalidToken],
           500: [Message.InternalServerError],
-          503: [Message.ServiceUnavailable]
+          503: [Message.ServiceUnavailable],
+          // With API_RATE_LIMIT
+          ...(fastify.apiLimit === null ? {} : { 429: [Message.TooManyRequests] } as const)
         })
       }
     }

@@ -20,6 +20,14 @@ import { withTimeout } from '../helpers/wait.js'
 const BOOK = { title: 'Dune', author: 'Frank Herbert', year: 1965 }
 const TOO_MANY = { status: 429, message: 'Too many requests', data: null }
 
+/** The statuses 429 is documented for in the OpenAPI document, by operation. */
+async function documented429 (app: FastifyInstance): Promise<string[]> {
+  const { paths } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
+  return Object.values(paths as Record<string, Record<string, { operationId: string, responses: Record<string, unknown> }>>)
+    .flatMap((operations) => Object.values(operations))
+    .filter((operation) => '429' in operation.responses).map((operation) => operation.operationId).sort()
+}
+
 /** The `t` of a `RateLimit` item, and the whole item without it (it counts down with the clock). */
 function parseLimit (field: unknown): Array<{ item: string, t: number }> {
   return String(field).split(', ').map((item) => {
@@ -42,6 +50,7 @@ t.test('without API_RATE_LIMIT the book routes carry no RateLimit fields and are
     t.equal(response.statusCode, 404)
     t.notOk('ratelimit' in response.headers || 'ratelimit-policy' in response.headers || 'retry-after' in response.headers, 'no limit field')
   }
+  t.strictSame(await documented429(app), ['createToken'], 'the OpenAPI document lists 429 for POST /token alone')
 })
 
 t.test('API_RATE_LIMIT counts every book route and the feed together, per address; past it 429 with Retry-After', async (t) => {
@@ -87,6 +96,9 @@ t.test('API_RATE_LIMIT counts every book route and the feed together, per addres
     t.strictSame(limit, { item: `"${API_POLICY}";r=0`, t: retryAfter }, 'RateLimit says none remain until Retry-After')
     t.equal(refused.headers['ratelimit-policy'], `"${API_POLICY}";q=8;w=60`)
   }
+
+  t.strictSame(await documented429(app), ['createBook', 'createToken', 'deleteBook', 'followChanges', 'getBook', 'listBooks', 'updateBook'],
+    'the OpenAPI document lists 429 for every limited operation')
 
   const other = await limitedRequest(app, token, '192.0.2.21')({ method: 'GET', url: '/books' })
   t.equal(other.statusCode, 200, 'another address has its own count')
