@@ -83,7 +83,9 @@ function throwIfRefused<T> (outcome: T | 'missing' | 'mismatch'): T {
 }
 
 const books: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { booksRepository, listingsRepository, authenticate } = fastify
+  const { booksRepository, listingsRepository, authenticate, apiLimit } = fastify
+  // With API_RATE_LIMIT every route may also answer 429, and the OpenAPI document says so
+  const limited = apiLimit === null ? {} : { 429: [Message.TooManyRequests] } as const
   const cursors = listingCursors(fastify.config.SECRET_TOKEN, acceptedSecrets(fastify.config))
   const grownPages = new PageBudget(GROWN_PAGE_ROWS)
 
@@ -115,7 +117,9 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
         { budget: grownPages, connectionFree: () => listingsRepository.connectionFree(client), readBeyond }))
   }
 
-  // Registered inside this plugin, so it guards exactly the book routes
+  // Registered inside this plugin, so they guard exactly the book routes: the limit first, so
+  // that a limited client costs not even a token's verification
+  if (apiLimit !== null) fastify.addHook('onRequest', apiLimit)
   fastify.addHook('onRequest', authenticate)
 
   /**
@@ -144,6 +148,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
         201: SuccessSchema(201, Message.BookCreated, BookSchema, EXAMPLE_BOOK, ETAG_HEADER),
         ...failureSchemas({
           ...EVERY_ROUTE,
+          ...limited,
           ...WITH_BODY,
           400: [Message.InvalidInput, ...BAD_REQUEST],
           409: [Message.IdempotencyKeyInProgress],
@@ -179,7 +184,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
         200: SuccessSchema(200, Message.BooksRetrieved, Type.Array(BookSchema), [EXAMPLE_BOOK], {
           Link: { type: 'string', description: 'The next page, `</books?...>; rel="next"`, while more books may follow a page' }
         }),
-        ...failureSchemas({ ...EVERY_ROUTE, 400: [Message.InvalidInput, ...BAD_REQUEST], 422: [Message.ListingTooCostly] })
+        ...failureSchemas({ ...EVERY_ROUTE, ...limited, 400: [Message.InvalidInput, ...BAD_REQUEST], 422: [Message.ListingTooCostly] })
       }
     }
   }, async function (request, reply) {
@@ -224,7 +229,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       response: {
         200: SuccessSchema(200, Message.BookRetrieved, BookSchema, EXAMPLE_BOOK, ETAG_HEADER),
         304: { description: 'Not Modified: the book still has an ETag that If-None-Match names', headers: ETAG_HEADER, type: 'null' },
-        ...failureSchemas({ ...EVERY_ROUTE, 400: [Message.InvalidInput, ...BAD_REQUEST], 404: [Message.BookNotFound] })
+        ...failureSchemas({ ...EVERY_ROUTE, ...limited, 400: [Message.InvalidInput, ...BAD_REQUEST], 404: [Message.BookNotFound] })
       }
     }
   }, async function (request, reply) {
@@ -251,7 +256,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       body: BookPatchSchema,
       response: {
         200: SuccessSchema(200, Message.BookUpdated, BookSchema, EXAMPLE_BOOK, ETAG_HEADER),
-        ...failureSchemas(CONDITIONAL_WRITE_FAILURES)
+        ...failureSchemas({ ...CONDITIONAL_WRITE_FAILURES, ...limited })
       }
     }
   }, async function (request, reply) {
@@ -272,7 +277,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       response: {
         200: SuccessSchema(200, Message.BookDeleted, Type.Null(), null),
         // Bad request also for a body that is sent and cannot be parsed
-        ...failureSchemas(CONDITIONAL_WRITE_FAILURES)
+        ...failureSchemas({ ...CONDITIONAL_WRITE_FAILURES, ...limited })
       }
     }
   }, async function (request) {

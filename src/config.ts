@@ -103,6 +103,9 @@ export const ConfigSchema = Type.Object({
   // A response whose client takes none of it for this long is cut off (src/connections.ts).
   // At least 10 s: the same timer runs while a handler waits for the database (at most 5 s)
   SEND_TIMEOUT_MS: Type.Integer({ minimum: 10_000, maximum: 600_000, default: 30_000, description: 'milliseconds from 10000 to 600000' }),
+  // Requests per client address and minute to the book routes and the feed, counted where the
+  // POST /token attempts are (plugins/app/api-limit.ts); 0: no limit
+  API_RATE_LIMIT: Type.Integer({ minimum: 0, default: 0, description: 'requests a minute, 0 for no limit' }),
   // Attempts at POST /token per client address and minute
   TOKEN_RATE_LIMIT: Type.Integer({ minimum: 1, default: 30, description: 'attempts a minute, at least 1' }),
   // Attempts at POST /token per username and minute, from all addresses that have not logged in
