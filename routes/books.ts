@@ -3,9 +3,11 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import { FIRST_VERSION, acceptedVersions, entityTag, noneMatchHolds, parseTagCondition, type TagCondition } from '../src/entity-tags.js'
+import { acceptedSecrets } from '../src/config.js'
 import { Message, SuccessSchema, envelope, failureSchemas } from '../src/envelope.js'
 import { ApiError, errorHandler } from '../src/errors.js'
-import { isWalk, listingCursors, nextPage, walkOf, type Position } from '../src/listing.js'
+import { ListingOverBudget, isWalk, listingCursors, nextPage, walkOf, type Position, type Walk } from '../src/listing.js'
+import { clientOf } from '../src/listing-slots.js'
 import { GROWN_PAGE_ROWS, PageBudget, listingStream, type ListingPage, type ReadPage, type ReadPageBeyond } from '../src/listing-stream.js'
 import { BookCreateSchema, BookParamsSchema, BookPatchSchema, BookSchema, isBookId } from '../src/schemas/book.js'
 import { IdempotencyKeyHeaderSchema, idempotencyKey } from '../src/schemas/idempotency-key.js'
@@ -81,10 +83,24 @@ function throwIfRefused<T> (outcome: T | 'missing' | 'mismatch'): T {
 }
 
 const books: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { booksRepository, listingsRepository, authenticate } = fastify
-  const cursors = listingCursors(fastify.config.SECRET_TOKEN)
+  const { booksRepository, listingsRepository, authenticate, apiLimit } = fastify
+  // With API_RATE_LIMIT every route may also answer 429, and the OpenAPI document says so
+  const limited = apiLimit === null ? {} : { 429: [Message.TooManyRequests] } as const
+  const cursors = listingCursors(fastify.config.SECRET_TOKEN, acceptedSecrets(fastify.config))
   const grownPages = new PageBudget(GROWN_PAGE_ROWS)
-  const readPlainPage = (after: Position, limit: number, signal: AbortSignal) => listingsRepository.pageAfter(after.id, limit, signal)
+
+  /**
+   * The first page of a walk, read for `client`: one that went over its budget is the client's
+   * own too-costly request, answered 422 (a page after it, once the status has gone out, cuts
+   * the listing off: src/request-log.ts).
+   */
+  async function firstWalkPage (walk: Walk, position: Position | null, limit: number, client: string): Promise<ListingPage> {
+    try {
+      return await listingsRepository.walkPage(walk, position, limit, client)
+    } catch (err) {
+      throw err instanceof ListingOverBudget ? new ApiError(422, Message.ListingTooCostly) : err
+    }
+  }
 
   /** The versions of book `id` an `If-Match` allows a write on; null without one, or for `*`. */
   async function ifMatchVersions (value: string | undefined, id: string): Promise<number[] | null> {
@@ -93,15 +109,17 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
   }
 
   /** The envelope of up to SMALL_LISTING books in one piece, or of more streamed page by page. */
-  function sendListing (reply: FastifyReply, first: ListingPage, readPage: ReadPage, readBeyond?: ReadPageBeyond) {
+  function sendListing (reply: FastifyReply, client: string, first: ListingPage, readPage: ReadPage, readBeyond?: ReadPageBeyond) {
     return sendWrittenJson(reply, first.count <= SMALL_LISTING
       ? `${LISTING_START}${first.json}]}`
       // Too many to hold: stream them, page by page, as the client reads
       : listingStream(`${LISTING_START}${first.json}`, first, SMALL_LISTING + 1, readPage,
-        { budget: grownPages, connectionFree: listingsRepository.connectionFree, readBeyond, tracing: fastify.tracing }))
+        { budget: grownPages, connectionFree: () => listingsRepository.connectionFree(client), readBeyond, tracing: fastify.tracing }))
   }
 
-  // Registered inside this plugin, so it guards exactly the book routes
+  // Registered inside this plugin, so they guard exactly the book routes: the limit first, so
+  // that a limited client costs not even a token's verification
+  if (apiLimit !== null) fastify.addHook('onRequest', apiLimit)
   fastify.addHook('onRequest', authenticate)
 
   /**
@@ -130,6 +148,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
         201: SuccessSchema(201, Message.BookCreated, BookSchema, EXAMPLE_BOOK, ETAG_HEADER),
         ...failureSchemas({
           ...EVERY_ROUTE,
+          ...limited,
           ...WITH_BODY,
           400: [Message.InvalidInput, ...BAD_REQUEST],
           409: [Message.IdempotencyKeyInProgress],
@@ -157,21 +176,26 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'List books: every book in id order, or a page, filtered and sorted',
       description: 'Without parameters, every book in ascending id order. With `limit`, one page; a `Link` header ' +
         '(rel="next") names the next one while more may follow. Invalid parameters, a parameter given twice or ' +
-        'a cursor not made for this sort and these filters: 400 Invalid input.',
+        'a cursor not made for this sort and these filters: 400 Invalid input. A page with a filter that PostgreSQL ' +
+        'cannot read within the listing budget (LISTING_BUDGET_MS): 422 Listing too costly.',
       operationId: 'listBooks',
       querystring: ListingQuerySchema,
       response: {
         200: SuccessSchema(200, Message.BooksRetrieved, Type.Array(BookSchema), [EXAMPLE_BOOK], {
           Link: { type: 'string', description: 'The next page, `</books?...>; rel="next"`, while more books may follow a page' }
         }),
-        ...failureSchemas({ ...EVERY_ROUTE, 400: [Message.InvalidInput, ...BAD_REQUEST] })
+        ...failureSchemas({ ...EVERY_ROUTE, ...limited, 400: [Message.InvalidInput, ...BAD_REQUEST], 422: [Message.ListingTooCostly] })
       }
     }
   }, async function (request, reply) {
     const { query } = request
+    const client = clientOf(request)
     if (!isWalk(query)) {
       // Every book, as the contract's listing always was
-      return sendListing(reply, await listingsRepository.firstPage(SMALL_LISTING + 1), readPlainPage, listingsRepository.pageBeyond)
+      const { pageBeyond } = listingsRepository
+      return sendListing(reply, client, await listingsRepository.firstPage(SMALL_LISTING + 1),
+        (after, limit, signal) => listingsRepository.pageAfter(after.id, limit, client, signal),
+        pageBeyond && ((after, skip, limit, signal) => pageBeyond(after, skip, limit, client, signal)))
     }
     const walk = walkOf(query)
     if (walk === null) throw invalidQuery()
@@ -179,15 +203,15 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
     if (position === null && query.cursor !== undefined) throw invalidQuery()
     if (query.limit !== undefined) {
       const limit = Number(query.limit)
-      const page = await listingsRepository.walkPage(walk, position, limit)
+      const page = await firstWalkPage(walk, position, limit, client)
       // A full page may have more after it; the page after the last full one is empty
       if (page.count === limit && page.last !== null) {
         reply.header('link', `<${nextPage(query, cursors.encode(walk, page.last))}>; rel="next"`)
       }
       return sendWrittenJson(reply, `${LISTING_START}${page.json}]}`)
     }
-    return sendListing(reply, await listingsRepository.walkPage(walk, position, SMALL_LISTING + 1),
-      (after, limit, signal) => listingsRepository.walkPage(walk, after, limit, signal))
+    return sendListing(reply, client, await firstWalkPage(walk, position, SMALL_LISTING + 1, client),
+      (after, limit, signal) => listingsRepository.walkPage(walk, after, limit, client, signal))
   })
 
   fastify.get('/book/:id', {
@@ -205,7 +229,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       response: {
         200: SuccessSchema(200, Message.BookRetrieved, BookSchema, EXAMPLE_BOOK, ETAG_HEADER),
         304: { description: 'Not Modified: the book still has an ETag that If-None-Match names', headers: ETAG_HEADER, type: 'null' },
-        ...failureSchemas({ ...EVERY_ROUTE, 400: [Message.InvalidInput, ...BAD_REQUEST], 404: [Message.BookNotFound] })
+        ...failureSchemas({ ...EVERY_ROUTE, ...limited, 400: [Message.InvalidInput, ...BAD_REQUEST], 404: [Message.BookNotFound] })
       }
     }
   }, async function (request, reply) {
@@ -232,7 +256,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       body: BookPatchSchema,
       response: {
         200: SuccessSchema(200, Message.BookUpdated, BookSchema, EXAMPLE_BOOK, ETAG_HEADER),
-        ...failureSchemas(CONDITIONAL_WRITE_FAILURES)
+        ...failureSchemas({ ...CONDITIONAL_WRITE_FAILURES, ...limited })
       }
     }
   }, async function (request, reply) {
@@ -253,7 +277,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       response: {
         200: SuccessSchema(200, Message.BookDeleted, Type.Null(), null),
         // Bad request also for a body that is sent and cannot be parsed
-        ...failureSchemas(CONDITIONAL_WRITE_FAILURES)
+        ...failureSchemas({ ...CONDITIONAL_WRITE_FAILURES, ...limited })
       }
     }
   }, async function (request) {

@@ -11,7 +11,8 @@ const changes: FastifyPluginAsyncTypebox = async (fastify) => {
   const { changesFeed } = fastify
   const invalidInput = () => new ApiError(400, Message.InvalidInput)
 
-  // Registered inside this plugin, so it guards exactly this route
+  // Registered inside this plugin, so they guard exactly this route, the limit first
+  if (fastify.apiLimit !== null) fastify.addHook('onRequest', fastify.apiLimit)
   fastify.addHook('onRequest', fastify.authenticate)
 
   fastify.get('/books/changes', {
@@ -36,7 +37,9 @@ const changes: FastifyPluginAsyncTypebox = async (fastify) => {
           400: [Message.InvalidInput, Message.BadRequest],
           401: [Message.AuthorizationRequired, Message.InvalidToken],
           500: [Message.InternalServerError],
-          503: [Message.ServiceUnavailable]
+          503: [Message.ServiceUnavailable],
+          // With API_RATE_LIMIT
+          ...(fastify.apiLimit === null ? {} : { 429: [Message.TooManyRequests] } as const)
         })
       }
     }

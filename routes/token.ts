@@ -1,7 +1,9 @@
 import { hash, timingSafeEqual } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyReply } from 'fastify'
 import { Message, SuccessSchema, envelope, failureSchemas } from '../src/envelope.js'
 import { ApiError } from '../src/errors.js'
+import { limitItem, policyItem } from '../src/rate-limit-fields.js'
 import { LoginSchema, TOKEN_LIFETIME_S, TokenSchema } from '../src/schemas/auth.js'
 
 /** Hashing first gives equal-length inputs, so neither value's length leaks through timing. */
@@ -12,8 +14,29 @@ function digest (value: string): Buffer {
 /** For the OpenAPI document: the shape of a token (HS256, `{"exp":1700000900}`), not a valid one. */
 const EXAMPLE_TOKEN = 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJleHAiOjE3MDAwMDA5MDB9.c2lnbmF0dXJlLW9mLWFuLWV4YW1wbGUtdG9rZW4'
 
+/** The window of TOKEN_RATE_LIMIT. */
+const ADDRESS_WINDOW_MS = 60_000
+
+/** The names of the two limits of POST /token in `RateLimit-Policy` and `RateLimit`. */
+export const TokenPolicy = { Address: 'address', Username: 'username' } as const
+
+/**
+ * The per-address item of `RateLimit`, from the headers the rate-limit plugin wrote in its
+ * `onRequest` hook (`x-ratelimit-remaining` and `x-ratelimit-reset`, kept as they were); none if
+ * that hook did not run.
+ */
+function addressItem (reply: FastifyReply): string[] {
+  const remaining = reply.getHeader('x-ratelimit-remaining')
+  const reset = reply.getHeader('x-ratelimit-reset')
+  return remaining === undefined || reset === undefined ? [] : [limitItem(TokenPolicy.Address, Number(remaining), Number(reset))]
+}
+
 const token: FastifyPluginAsyncTypebox = async (fastify) => {
   const { loginAttempts } = fastify
+  const policies = [
+    policyItem(TokenPolicy.Address, fastify.config.TOKEN_RATE_LIMIT, ADDRESS_WINDOW_MS / 1000),
+    policyItem(TokenPolicy.Username, fastify.config.TOKEN_USERNAME_RATE_LIMIT, loginAttempts.usernameWindowMs / 1000)
+  ].join(', ')
   const username = digest(fastify.config.AUTH_USERNAME)
   const password = digest(fastify.config.AUTH_PASSWORD)
 
@@ -33,12 +56,19 @@ const token: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.post('/token', {
     config: {
       invalidBodyMessage: Message.InvalidRequestPayload,
-      rateLimit: { max: fastify.config.TOKEN_RATE_LIMIT, timeWindow: 60_000 }
+      rateLimit: { max: fastify.config.TOKEN_RATE_LIMIT, timeWindow: ADDRESS_WINDOW_MS }
     },
-    // RFC 6749 section 5.1: token responses, errors included, must not be cached. Callback
-    // style: an async hook costs a promise on every request
+    // RFC 6749 section 5.1: token responses, errors included, must not be cached. The limits'
+    // fields: the handler wrote `RateLimit` with both limits when it counted the username, else
+    // it holds the per-address one alone. Callback style: an async hook costs a promise on every
+    // request
     onSend: function (request, reply, payload, done) {
       reply.header('cache-control', 'no-store')
+      reply.header('ratelimit-policy', policies)
+      if (!reply.hasHeader('ratelimit')) {
+        const items = addressItem(reply)
+        if (items.length > 0) reply.header('ratelimit', items.join(', '))
+      }
       done(null, payload)
     },
     schema: {
@@ -60,10 +90,13 @@ const token: FastifyPluginAsyncTypebox = async (fastify) => {
       }
     }
   }, async function (request, reply) {
-    const retryAfter = await loginAttempts.refusal(request)
-    if (retryAfter !== null) {
-      reply.header('retry-after', retryAfter)
-      throw new ApiError(429, Message.TooManyRequests)
+    const attempts = await loginAttempts.count(request)
+    if (attempts !== null) {
+      reply.header('ratelimit', [...addressItem(reply), limitItem(TokenPolicy.Username, attempts.remaining, attempts.resetS)].join(', '))
+      if (attempts.exceeded) {
+        reply.header('retry-after', attempts.resetS)
+        throw new ApiError(429, Message.TooManyRequests)
+      }
     }
     // Both comparisons always run: no early exit tells which half was wrong
     const usernameMatches = timingSafeEqual(digest(request.body.username), username)

@@ -10,6 +10,7 @@ import rateLimit from '../plugins/external/rate-limit.js'
 import swaggerUi from '../plugins/external/swagger-ui.js'
 import swagger from '../plugins/external/swagger.js'
 import adminListener from '../plugins/app/admin-listener.js'
+import apiLimit from '../plugins/app/api-limit.js'
 import authenticate from '../plugins/app/authenticate.js'
 import consolePages from '../plugins/app/console.js'
 import connections from '../plugins/app/connections.js'
@@ -73,7 +74,7 @@ export const options: FastifyHttpOptions<Server> = {
     redact: {
       paths: [
         'req.headers.authorization', 'headers.authorization', 'password', 'token',
-        'body.password', 'body.token', 'config.SECRET_TOKEN', 'config.AUTH_PASSWORD', 'config.DB_URL'
+        'body.password', 'body.token', 'config.SECRET_TOKEN', 'config.SECRET_TOKEN_ACCEPTED', 'config.AUTH_PASSWORD', 'config.DB_URL'
       ],
       censor: '[redacted]'
     }
@@ -108,6 +109,7 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
   await fastify.register(jwt)
   await fastify.register(rateLimit)
   await fastify.register(loginAttempts)
+  await fastify.register(apiLimit)
   await fastify.register(authenticate)
   await fastify.register(readBudget)
   await fastify.register(booksRepository)

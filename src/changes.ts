@@ -14,28 +14,32 @@ const POSITION_DIGITS = 16
 const CHANGE_ID = /^([0-9]{16})\.([A-Za-z0-9_-]{22})$/
 
 /**
- * Change ids made and checked with a key derived from `secret` (SECRET_TOKEN, which every
- * instance shares): an id from one instance resumes the feed on any other. An id is the feed
- * position, zero-padded so that ids also increase as strings, and an HMAC over it.
+ * Change ids made with a key derived from `secret` (SECRET_TOKEN, which every instance shares)
+ * and checked with it or with one of `accepted` (SECRET_TOKEN_ACCEPTED, during a rotation): an
+ * id from one instance resumes the feed on any other. An id is the feed position, zero-padded so
+ * that ids also increase as strings, and an HMAC over it.
  */
-export function changeIds (secret: string) {
+export function changeIds (secret: string, accepted: readonly string[] = []) {
   // A key of its own, so that nothing signed for one purpose passes for another
-  const key = createHmac('sha256', secret).update('bookkeeping change id').digest()
-  const tag = (digits: string) => createHmac('sha256', key).update(digits).digest().subarray(0, TAG_BYTES)
+  const keys = [secret, ...accepted].map((each) => createHmac('sha256', each).update('bookkeeping change id').digest())
+  const key = keys[0]!
+  const tag = (signingKey: Buffer, digits: string) => createHmac('sha256', signingKey).update(digits).digest().subarray(0, TAG_BYTES).toString('base64url')
 
   return {
     encode (position: number): string {
       const digits = String(position).padStart(POSITION_DIGITS, '0')
-      return `${digits}.${tag(digits).toString('base64url')}`
+      return `${digits}.${tag(key, digits)}`
     },
 
-    /** The position an id names; null if this service did not issue it. */
+    /** The position an id names; null if this service did not issue it, or with a secret it no longer accepts. */
     decode (id: string): number | null {
       const match = CHANGE_ID.exec(id)
       if (match === null) return null
       // The spellings compared, not the bytes: base64url spells the same 16 bytes 16 ways (the
-      // last character's low bits encode nothing), and only one of them was issued
-      if (!timingSafeEqual(Buffer.from(match[2]!), Buffer.from(tag(match[1]!).toString('base64url')))) return null
+      // last character's low bits encode nothing), and only one of them was issued. The
+      // current key first: what it signed costs one HMAC
+      const given = Buffer.from(match[2]!)
+      if (!keys.some((each) => timingSafeEqual(given, Buffer.from(tag(each, match[1]!))))) return null
       return Number(match[1])
     }
   }

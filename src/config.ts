@@ -58,6 +58,14 @@ export const ConfigSchema = Type.Object({
   }),
   // RFC 7518 section 3.2: an HS256 key must be at least 256 bits
   SECRET_TOKEN: Type.String({ minLength: 32, description: 'a random string of at least 32 characters (openssl rand -hex 32)' }),
+  // Further secrets whose tokens, cursors and change ids are accepted while only SECRET_TOKEN
+  // signs: a rotation (docs/operations.md). Each as strict as SECRET_TOKEN, with no comma and no
+  // space at either end (a space after a comma would otherwise become part of the secret)
+  SECRET_TOKEN_ACCEPTED: Type.String({
+    default: '',
+    pattern: '^([^,\\s][^,]{30,}[^,\\s](,[^,\\s][^,]{30,}[^,\\s])*)?$',
+    description: 'secrets separated by commas, each a random string of at least 32 characters without a comma or a space at either end; empty for none'
+  }),
   AUTH_USERNAME: Type.String({ minLength: 1, description: 'the username POST /token accepts' }),
   AUTH_PASSWORD: Type.String({ minLength: 1, description: 'the password POST /token accepts' }),
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: DEFAULT_PORT, description: 'a port number from 0 to 65535 (0: one the system picks)' }),
@@ -69,6 +77,10 @@ export const ConfigSchema = Type.Object({
   // The address that port is bound to: an IP address or a host name, not a URL or a port
   ADMIN_HOST: Type.String({ pattern: '^([0-9A-Fa-f:.]+|[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*)$', default: DEFAULT_ADMIN_HOST, description: 'an IP address or a host name' }),
   DB_POOL_MAX: Type.Integer({ minimum: 1, maximum: 100, default: 10, description: 'an integer from 1 to 100' }),
+  // The most a page of a listing with a filter may run in PostgreSQL before the server cancels it
+  // and the client gets 422 (docs/operations.md, The cost of a listing); within the 3 s bound of
+  // every statement (src/db/time-bounds.ts)
+  LISTING_BUDGET_MS: Type.Integer({ minimum: 1, maximum: 3000, default: 1000, description: 'milliseconds from 1 to 3000' }),
   // Which SQL the service sends for what Citus cannot run across shards (src/db/dialect.ts):
   // auto, Citus's on a server with the citus extension and PostgreSQL's elsewhere; citus, Citus's
   // on any server, which is how the tests run that SQL on plain PostgreSQL and PGlite
@@ -91,6 +103,9 @@ export const ConfigSchema = Type.Object({
   // A response whose client takes none of it for this long is cut off (src/connections.ts).
   // At least 10 s: the same timer runs while a handler waits for the database (at most 5 s)
   SEND_TIMEOUT_MS: Type.Integer({ minimum: 10_000, maximum: 600_000, default: 30_000, description: 'milliseconds from 10000 to 600000' }),
+  // Requests per client address and minute to the book routes and the feed, counted where the
+  // POST /token attempts are (plugins/app/api-limit.ts); 0: no limit
+  API_RATE_LIMIT: Type.Integer({ minimum: 0, default: 0, description: 'requests a minute, 0 for no limit' }),
   // Attempts at POST /token per client address and minute
   TOKEN_RATE_LIMIT: Type.Integer({ minimum: 1, default: 30, description: 'attempts a minute, at least 1' }),
   // Attempts at POST /token per username and minute, from all addresses that have not logged in
@@ -118,7 +133,16 @@ export type Config = Static<typeof ConfigSchema>
 export type ConfigInput = Partial<Record<keyof Config, string>>
 
 /** Variables whose value no message shows, only its length. */
-const SECRET_VARIABLES = new Set(['SECRET_TOKEN', 'AUTH_PASSWORD'])
+const SECRET_VARIABLES = new Set(['SECRET_TOKEN', 'SECRET_TOKEN_ACCEPTED', 'AUTH_PASSWORD'])
+
+/**
+ * The secrets of SECRET_TOKEN_ACCEPTED, SECRET_TOKEN left out: what verification tries after
+ * SECRET_TOKEN, in their order, when SECRET_TOKEN does not verify.
+ */
+export function acceptedSecrets ({ SECRET_TOKEN, SECRET_TOKEN_ACCEPTED }: Pick<Config, 'SECRET_TOKEN' | 'SECRET_TOKEN_ACCEPTED'>): string[] {
+  if (SECRET_TOKEN_ACCEPTED === '') return []
+  return [...new Set(SECRET_TOKEN_ACCEPTED.split(','))].filter((secret) => secret !== SECRET_TOKEN)
+}
 
 /** One failed check of the configuration, as ajv reports it (the `errors` of @fastify/env's error). */
 export interface ConfigError {
@@ -129,6 +153,10 @@ export interface ConfigError {
 
 /** A value as a message may show it: a secret by its length, the password of a URL masked. */
 function shown (variable: string, value: string): string {
+  if (variable === 'SECRET_TOKEN_ACCEPTED' && value !== '') {
+    const lengths = value.split(',').map((secret) => secret.length)
+    return lengths.length === 1 ? `1 secret, ${lengths[0]} characters long` : `${lengths.length} secrets, ${lengths.join(', ')} characters long`
+  }
   if (SECRET_VARIABLES.has(variable)) return `${value.length} characters long`
   if (value === '') return 'empty'
   return JSON.stringify(value.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@]*):[^/@]*@/i, '$1:***@'))

@@ -33,6 +33,7 @@ export const Message = {
   IdempotencyKeyInProgress: 'A request with this idempotency key is in progress',
   IdempotencyKeyReused: 'Idempotency key already used with a different body',
   PreconditionFailed: 'Precondition failed',
+  ListingTooCostly: 'Listing too costly: narrow or change its filters',
   HeadersTooLarge: 'Request header fields too large',
   HttpVersionNotSupported: 'HTTP version not supported',
   InternalServerError: 'Internal server error',

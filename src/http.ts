@@ -32,9 +32,9 @@ export const REQUEST_HEADERS = ['Authorization', 'Content-Type', 'Idempotency-Ke
 /**
  * The response headers a browser's script may read besides the simple ones: the request id,
  * which matches an answer to its log line, the wait that comes with a 429 or a 503, a book's
- * ETag and the Link to a listing's next page.
+ * ETag, the Link to a listing's next page, and the rate limits' fields (RateLimit-Policy, RateLimit).
  */
-export const EXPOSED_HEADERS = ['X-Request-Id', 'Retry-After', 'ETag', 'Link'] as const
+export const EXPOSED_HEADERS = ['X-Request-Id', 'Retry-After', 'ETag', 'Link', 'RateLimit-Policy', 'RateLimit'] as const
 
 /**
  * How many fields named `name` (lower case) a request's `rawHeaders` holds: Node keeps only the

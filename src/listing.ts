@@ -38,6 +38,23 @@ export interface Position {
   matchesFirst?: boolean
 }
 
+/** Whether a walk has a filter: then no index bounds what a page of it reads (a budget does). */
+export function hasFilter (walk: Walk): boolean {
+  return walk.title !== undefined || walk.author !== undefined || walk.yearFrom !== undefined || walk.yearTo !== undefined
+}
+
+/**
+ * A page of a filtered listing that ran out of its budget (LISTING_BUDGET_MS) and was cancelled by
+ * the server: the client's own request costs too much, answered `422 Listing too costly`, not a
+ * fault of the service.
+ */
+export class ListingOverBudget extends Error {
+  readonly code = 'LISTING_OVER_BUDGET'
+  constructor (readonly budgetMs: number) {
+    super(`a page of a filtered listing ran longer than its budget of ${budgetMs} ms`)
+  }
+}
+
 /** Whether a query asks for more than today's listing (every book, by id). */
 export function isWalk (query: ListingQuery): boolean {
   return query.limit !== undefined || query.sort !== undefined || query.title !== undefined ||
@@ -71,21 +88,36 @@ export function walkOf (query: ListingQuery): Walk | null {
 const CURSOR_VERSION = 1
 /** Bytes of HMAC-SHA256 a cursor keeps: 128 bits, beyond guessing. */
 const TAG_BYTES = 16
+/** Characters of that tag in base64url, without padding. */
+const TAG_CHARS = 22
 const SNAPSHOT = /^[0-9]{1,20}:[0-9]{1,20}:([0-9]{1,20}(,[0-9]{1,20})*)?$/
 
 /**
- * Cursors made and checked with a key derived from `secret` (SECRET_TOKEN, which every instance
- * shares): one instance reads another's, after restarts too. A cursor is the position as
- * base64url JSON and an HMAC over it and over the walk (sort and filters), so a changed cursor,
- * or one sent with another sort or other filters, is refused, never read as another page.
+ * Cursors made with a key derived from `secret` (SECRET_TOKEN, which every instance shares) and
+ * checked with it or with one of `accepted` (SECRET_TOKEN_ACCEPTED, during a rotation): one
+ * instance reads another's, after restarts too. A cursor is the position as base64url JSON and
+ * an HMAC over it and over the walk (sort and filters), so a changed cursor, or one sent with
+ * another sort or other filters, is refused, never read as another page.
  */
-export function listingCursors (secret: string) {
+export function listingCursors (secret: string, accepted: readonly string[] = []) {
   // A key of its own, so that nothing signed for one purpose passes for another
-  const key = createHmac('sha256', secret).update('bookkeeping listing cursor').digest()
-  const tag = (walk: Walk, payload: string) => createHmac('sha256', key)
+  const keys = [secret, ...accepted].map((each) => createHmac('sha256', each).update('bookkeeping listing cursor').digest())
+  const key = keys[0]!
+  const tag = (signingKey: Buffer, walk: Walk, payload: string) => createHmac('sha256', signingKey)
     .update(JSON.stringify([walk.field, walk.descending, walk.title ?? null, walk.author ?? null, walk.yearFrom ?? null, walk.yearTo ?? null]))
     .update('\n').update(payload)
-    .digest().subarray(0, TAG_BYTES)
+    .digest().subarray(0, TAG_BYTES).toString('base64url')
+
+  /**
+   * Whether `signature` is the tag of the walk and payload under one of the keys, the current one
+   * first. The spellings compared, not the bytes: base64url spells the same 16 bytes 16 ways (the
+   * last character's low bits encode nothing), and only one of them was issued.
+   */
+  function signed (walk: Walk, payload: string, signature: string): boolean {
+    if (signature.length !== TAG_CHARS) return false
+    const given = Buffer.from(signature)
+    return keys.some((each) => timingSafeEqual(given, Buffer.from(tag(each, walk, payload))))
+  }
 
   /** Whether a decoded position has the shape its walk's positions have. */
   function wellFormed (walk: Walk, [version, key, id, snapshot, matchesFirst]: unknown[]): boolean {
@@ -97,17 +129,16 @@ export function listingCursors (secret: string) {
   }
 
   return {
-    encode (walk: Walk, { key, id, snapshot, matchesFirst }: Position): string {
-      const fields = [CURSOR_VERSION, key, id, snapshot, ...(matchesFirst === undefined ? [] : [matchesFirst])]
+    encode (walk: Walk, { key: sortKey, id, snapshot, matchesFirst }: Position): string {
+      const fields = [CURSOR_VERSION, sortKey, id, snapshot, ...(matchesFirst === undefined ? [] : [matchesFirst])]
       const payload = Buffer.from(JSON.stringify(fields)).toString('base64url')
-      return `${payload}.${tag(walk, payload).toString('base64url')}`
+      return `${payload}.${tag(key, walk, payload)}`
     },
 
     /** The position a cursor (already matched by its schema) names for `walk`; null if it was not made for it. */
     decode (walk: Walk, cursor: string): Position | null {
       const [payload, signature] = cursor.split('.') as [string, string]
-      const given = Buffer.from(signature, 'base64url')
-      if (given.length !== TAG_BYTES || !timingSafeEqual(given, tag(walk, payload))) return null
+      if (!signed(walk, payload, signature)) return null
       let fields: unknown
       try {
         fields = JSON.parse(Buffer.from(payload, 'base64url').toString())

@@ -1,4 +1,5 @@
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
+import { ListingOverBudget } from './listing.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -46,6 +47,9 @@ class RequestLogController extends LogController {
     if (stalled.has(request)) return
     if (error.code === 'ERR_STREAM_PREMATURE_CLOSE') {
       request.log.info(fields(request, reply), 'request ended by the client')
+    } else if (error instanceof ListingOverBudget) {
+      // What the client asked for costs too much: no fault of the service
+      request.log.warn({ ...fields(request, reply), budgetMs: error.budgetMs }, 'listing cut off: a page ran past LISTING_BUDGET_MS')
     } else {
       request.log.error({ ...fields(request, reply), err: error }, 'response cut off after its status was sent')
     }

@@ -70,7 +70,7 @@ export class Instance {
   constructor (
     readonly index: number,
     public port: number,
-    private readonly env: Record<string, string>,
+    private env: Record<string, string>,
     private readonly onOutput: (text: string, stream: 'stdout' | 'stderr') => void
   ) {}
 
@@ -96,6 +96,11 @@ export class Instance {
   get exited (): Promise<Exit> {
     if (this.child === null) throw new Error(`${this.name} was not started`)
     return exitOf(this.child)
+  }
+
+  /** Changes to its environment, from its next start on (a rotated secret: docs/operations.md). */
+  configure (changes: Record<string, string>): void {
+    this.env = { ...this.env, ...changes }
   }
 
   /** Starts it (`npm start`'s command) and resolves once its readiness check answers 200. */
@@ -199,10 +204,10 @@ export interface Cluster {
   /** The SHUTDOWN_DELAY_MS the instances run with. */
   shutdownDelayMs: number
   /**
-   * Restarts one instance as a deploy does: SIGTERM, its exit, a new process on the same port,
-   * and HAProxy sending it requests again.
+   * Restarts one instance as a deploy does: SIGTERM, its exit, a new process on the same port
+   * (with `changes` to its environment, when given), and HAProxy sending it requests again.
    */
-  restart: (index: number) => Promise<Restart>
+  restart: (index: number, changes?: Record<string, string>) => Promise<Restart>
   /** Stops everything it started, each process once: the instances, then HAProxy, then PgBouncer. */
   stop: () => Promise<void>
 }
@@ -279,7 +284,7 @@ export async function startCluster (options: ClusterOptions): Promise<Cluster> {
     pgbouncer,
     instances,
     shutdownDelayMs,
-    async restart (index) {
+    async restart (index, changes = {}) {
       const instance = instances[index]!
       const signalled = performance.now()
       const since = () => Math.round(performance.now() - signalled)
@@ -296,6 +301,7 @@ export async function startCluster (options: ClusterOptions): Promise<Cluster> {
       try {
         const exit = await instance.stop(shutdownDelayMs)
         const exitedAfter = since()
+        instance.configure(changes)
         await instance.start()
         await haproxy.waitFor(index, 'UP', BACK_IN_ROTATION_WITHIN_MS)
         return { exit, markedDownAfter: watch.out, exitedAfter, backAfter: since() }

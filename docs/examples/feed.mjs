@@ -5,8 +5,10 @@
  * - after a dropped connection or a restart of the service, it waits the `retry` the feed gave
  *   and reconnects with `Last-Event-ID`, the id of the last event it received;
  * - on `token-expired`, or a `401` (the token expired meanwhile), it logs in again and resumes;
- * - on `reset`, or a `400` (an id the service does not know, e.g. another deployment's), what it
- *   holds may be stale: it must reload the list (`onReset`), then the feed goes on.
+ * - on `reset`, or a `400` (an id the service does not know, e.g. another deployment's, or one
+ *   made with a secret no longer accepted), what it holds may be stale: it must reload the list
+ *   (`onReset`), then the feed goes on; after a `400`, once the feed opened without an id has
+ *   answered, so that what changes during the reload comes through the feed.
  *
  * Run as a script, it prints each event as a line of JSON, `{"id":..,"event":..,"data":..}`:
  *   BOOKKEEPING_URL=http://localhost:8080 BOOKKEEPING_USERNAME=admin BOOKKEEPING_PASSWORD=change-me \
@@ -28,6 +30,8 @@ export async function followChanges ({ baseUrl, username, password, token = null
     token = (await answer.json()).data.token
   }
   if (token === null) await login()
+  // After a 400, the list is reloaded once the new feed has answered: what changes meanwhile comes through it
+  let reload = false
   while (!signal?.aborted) {
     try {
       const headers = { authorization: token, accept: 'text/event-stream' }
@@ -42,10 +46,14 @@ export async function followChanges ({ baseUrl, username, password, token = null
         await answer.body?.cancel()
         log('the service does not know the last event id: starting over')
         lastEventId = null
-        await onReset()
+        reload = true
         continue
       }
       if (!answer.ok) throw new Error(`the feed answered ${answer.status}`)
+      if (reload) {
+        reload = false
+        await onReset()
+      }
       // The event stream format: fields up to a blank line; lines starting with ':' are comments
       let fields = { data: [] }
       let pending = ''

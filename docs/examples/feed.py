@@ -5,7 +5,8 @@ See docs/api.md, Live changes. It resumes where it stopped, with nothing missed 
   reconnects with `Last-Event-ID`, the id of the last event it received;
 - on `token-expired`, or a `401` (the token expired meanwhile), it logs in again and resumes;
 - on `reset`, or a `400` (an id the service does not know), what it holds may be stale: it must
-  reload the list (`on_reset`), then the feed goes on.
+  reload the list (`on_reset`), then the feed goes on; after a `400`, once the feed opened
+  without an id has answered, so that what changes during the reload comes through the feed.
 
 Run as a script, it prints each event as a line of JSON, {"id":..,"event":..,"data":..}:
   BOOKKEEPING_URL=http://localhost:8080 BOOKKEEPING_USERNAME=admin BOOKKEEPING_PASSWORD=change-me \\
@@ -33,6 +34,8 @@ def follow_changes(base_url, username, password, on_event, on_reset=lambda: None
 
     if token is None:
         token = login()
+    # After a 400, the list is reloaded once the new feed has answered: what changes meanwhile comes through it
+    reload = False
     while True:
         headers = {"Authorization": token, "Accept": "text/event-stream"}
         if last_event_id is not None:
@@ -40,6 +43,9 @@ def follow_changes(base_url, username, password, on_event, on_reset=lambda: None
         try:
             # A keep-alive comment comes every few seconds: silence this long is a dead connection
             with urllib.request.urlopen(urllib.request.Request(base_url + "/books/changes", headers=headers), timeout=30) as answer:
+                if reload:
+                    reload = False
+                    on_reset()
                 fields = {"data": []}
                 # The event stream format: fields up to a blank line; lines starting with ':' are comments
                 for raw in answer:
@@ -72,7 +78,7 @@ def follow_changes(base_url, username, password, on_event, on_reset=lambda: None
             if error.code == 400:
                 log("the service does not know the last event id: starting over")
                 last_event_id = None
-                on_reset()
+                reload = True
                 continue
             log(f"the feed answered {error.code}: resuming")
         except OSError as error:

@@ -8,10 +8,13 @@
  * proxy in front may have read the other. A token whose header holds more than ours is `Invalid
  * token` too. Every answer it guards is `Cache-Control: no-store`. A token that passed is
  * verified once per instance (src/verified-tokens.ts), its expiry checked on every request.
+ * A token signed with a secret of SECRET_TOKEN_ACCEPTED passes as one signed with SECRET_TOKEN
+ * (a rotation, docs/operations.md); SECRET_TOKEN is tried first.
  * Callback style, being on every book request: an async hook costs a promise each time.
  */
 import type { onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
+import { acceptedSecrets } from '../../src/config.js'
 import { Message } from '../../src/envelope.js'
 import { ApiError } from '../../src/errors.js'
 import { fieldCount } from '../../src/http.js'
@@ -52,13 +55,20 @@ function isCanonical (token: string): boolean {
 }
 
 /**
- * The header segments of the tokens accepted: `alg` (one of TOKEN_ALGORITHMS, as verification),
- * `typ` only as `JWT`, each once, nothing else, in the plain JSON fast-jwt writes, and so in the
- * one base64url spelling of it. fast-jwt ignores `kid`, `jku`, `x5u` and `jwk`, and takes the last
- * of two `alg` keys; refusing them keeps a later version from starting to act on them.
+ * The header segments of the tokens accepted: `{"alg":...,"typ":"JWT"}` with `alg` one of
+ * TOKEN_ALGORITHMS (as verification), in the plain JSON fast-jwt writes, and so in the one
+ * base64url spelling of it: no other key, no key twice, no other order, `typ` not left out.
+ * fast-jwt ignores `kid`, `jku`, `x5u` and `jwk`, and takes the last of two `alg` keys; refusing
+ * them keeps a later version from starting to act on them.
  */
-const OUR_HEADERS = new Set(TOKEN_ALGORITHMS.flatMap((alg) =>
-  [{ alg }, { alg, typ: 'JWT' }, { typ: 'JWT', alg }].map((header) => Buffer.from(JSON.stringify(header)).toString('base64url'))))
+const OUR_HEADERS = new Set(TOKEN_ALGORITHMS.map((alg) => Buffer.from(JSON.stringify({ alg, typ: 'JWT' })).toString('base64url')))
+
+/**
+ * fast-jwt's code for a signature the key does not verify (`TOKEN_ERROR_CODES.invalidSignature`,
+ * its README; fast-jwt comes through @fastify/jwt). Should it change, the tokens of accepted
+ * secrets are refused, which test/app/secret-rotation.test.ts would show.
+ */
+const INVALID_SIGNATURE = 'FAST_JWT_INVALID_SIGNATURE'
 
 /** How many verified tokens an instance keeps (src/verified-tokens.ts; its memory: docs/performance.md, What makes the difference). */
 export const VERIFIED_TOKENS = 10_000
@@ -66,6 +76,26 @@ export const VERIFIED_TOKENS = 10_000
 export default fp(async function authenticate (fastify) {
   // Per instance: each has its secret
   const verifiedTokens = new VerifiedTokens(VERIFIED_TOKENS)
+  // Tried after SECRET_TOKEN only, so that its tokens cost what they cost without a rotation
+  const accepted = acceptedSecrets(fastify.config)
+
+  /** The payload of `token`, verified with SECRET_TOKEN or else with an accepted secret; throws if none verifies it. */
+  function verified (token: string): { exp: number } {
+    try {
+      return fastify.jwt.verify<{ exp: number }>(token)
+    } catch (error) {
+      // Only a signature that SECRET_TOKEN does not verify may be another key's: any other
+      // failure (malformed, expired, an algorithm refused) is the same whatever the key
+      if ((error as { code?: unknown }).code !== INVALID_SIGNATURE) throw error
+      // The same checks, another key: @fastify/jwt merges `key` into the options it was given
+      for (const key of accepted) {
+        try {
+          return fastify.jwt.verify<{ exp: number }>(token, { key })
+        } catch {}
+      }
+      throw error
+    }
+  }
 
   /**
    * When `token` expires (ms), if it is one of ours: its signature verifies, its `exp` is no
@@ -75,7 +105,7 @@ export default fp(async function authenticate (fastify) {
   function verifiedExpiry (token: string, now: number): number | null {
     let exp: number
     try {
-      ({ exp } = fastify.jwt.verify<{ exp: number }>(token))
+      ({ exp } = verified(token))
     } catch {
       return null
     }

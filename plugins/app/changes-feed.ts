@@ -11,6 +11,7 @@
 import fp from 'fastify-plugin'
 import { Gauge } from 'prom-client'
 import { changeIds } from '../../src/changes.js'
+import { acceptedSecrets } from '../../src/config.js'
 import { ChangesFeed } from '../../src/changes-feed.js'
 import { removeInBatches } from '../../src/db/batched-removal.js'
 import { nodeTimers } from '../../src/timers.js'
@@ -27,7 +28,7 @@ export default fp(async function changesFeed (fastify) {
   fastify.metrics.registry.registerMetric(subscribers)
   const feed = new ChangesFeed({
     changeLog,
-    ids: changeIds(config.SECRET_TOKEN),
+    ids: changeIds(config.SECRET_TOKEN, acceptedSecrets(config)),
     catchUpQueries: readBudget,
     timers: nodeTimers,
     log,

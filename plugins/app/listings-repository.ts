@@ -3,16 +3,18 @@
  * @fastify/postgres once migrate has brought the tables up to date: the pages of `GET /books`,
  * every book in id order or a walk (src/listing.ts), and the pages a long listing reads ahead
  * (src/listing-stream.ts). Every page query runs within `fastify.readBudget`
- * (plugins/app/read-budget.ts).
+ * (plugins/app/read-budget.ts), counted for the client that asked; a page with a filter runs
+ * within LISTING_BUDGET_MS (`budgetedQuery`, below).
  */
 import type { PostgresDb } from '@fastify/postgres'
+import type { QueryResult, QueryResultRow } from 'pg'
 import fp from 'fastify-plugin'
-import type { LimitFunction } from 'p-limit'
+import type { FastifyInstance } from 'fastify'
 import { batched } from '../../src/db/batch.js'
 import { BOOK_COLUMNS } from '../../src/db/books-sql.js'
-import { boundedQueryOn } from '../../src/db/bounded-query.js'
+import { boundedQueryOn, boundedTransaction } from '../../src/db/bounded-query.js'
 import type { SqlDialect } from '../../src/db/dialect.js'
-import type { Position, Walk } from '../../src/listing.js'
+import { ListingOverBudget, hasFilter, type Position, type Walk } from '../../src/listing.js'
 import type { ListingPage, PageBeyond } from '../../src/listing-stream.js'
 import type { Tracing } from '../../src/tracing.js'
 
@@ -69,6 +71,22 @@ function matchesEstimateQuery (walk: Walk): { text: string, values: unknown[] } 
   const values: unknown[] = []
   const parameter = (value: unknown, type: string) => `$${values.push(value)}::${type}`
   return { text: `EXPLAIN (FORMAT JSON) SELECT 1 FROM books WHERE ${walkFilters(walk, parameter).join(' AND ')}`, values }
+}
+
+/** SQLSTATE query_canceled: what `statement_timeout` ends a statement with. */
+const CANCELED_SQLSTATE = '57014'
+
+/** Whether a failure is the server's cancel at the budget: the connection is kept (src/db/bounded-query.ts). */
+const overBudget = (err: unknown) => (err as { code?: string }).code === CANCELED_SQLSTATE
+
+/**
+ * The bounds of a filtered page's transaction, before its statement: the server cancels it after
+ * `budgetMs`, and runs it in its own backend alone (no parallel workers, each of which would
+ * spend the budget again on another core). `SET LOCAL` ends with the transaction, as the bounds
+ * of every statement do (src/db/time-bounds.ts): nothing is left in a session a pooler shares.
+ */
+function budgetSettings (budgetMs: number): string {
+  return `SET LOCAL statement_timeout = ${budgetMs}; SET LOCAL max_parallel_workers_per_gather = 0`
 }
 
 interface WalkPageRow {
@@ -161,13 +179,32 @@ function walkPageQuery (
  * pool's connections read listings, and the feeds that catch up, at once: a thousand listings then
  * wait for their next page in this process's queue (one query at most per listing, without a
  * time limit), not in the pool's queue ahead of everyone else, where the 2 s connection bound
- * cut them off and everyone else waited behind them.
+ * cut them off and everyone else waited behind them. Each page counts for the client address it
+ * is read for (`client`), which holds at most its share of that part (src/listing-slots.ts); the
+ * batched first pages of plain listings count for none.
  */
-function createListingsRepository (pg: PostgresDb, readBudget: LimitFunction, dialect: SqlDialect, tracing: Tracing) {
+function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['readBudget'], dialect: SqlDialect, budgetMs: number, tracing: Tracing) {
   const query = boundedQueryOn(pg.pool)
+  const { slots } = readBudget
+  const budget = budgetSettings(budgetMs)
 
-  async function pageAfter (afterId: string, limit: number, signal?: AbortSignal): Promise<ListingPage> {
-    const { rows: [row] } = await readBudget(() => {
+  /**
+   * A page of a listing with a filter, whose cost no index bounds (a text that no trigram
+   * narrows, a trigram that most titles hold, an order read far for few matches): cancelled by
+   * the server once it has run `budgetMs`, which is `ListingOverBudget`.
+   */
+  async function budgetedQuery<R extends QueryResultRow> (text: string, values: unknown[]): Promise<QueryResult<R>> {
+    try {
+      const [, result] = await boundedTransaction<[QueryResultRow, R]>(pg.pool, [{ text: budget }, { text, values }], overBudget)
+      return result
+    } catch (err) {
+      throw overBudget(err) ? new ListingOverBudget(budgetMs) : err
+    }
+  }
+
+  async function pageAfter (afterId: string, limit: number, client: string | null, signal?: AbortSignal): Promise<ListingPage> {
+    const run = client === null ? readBudget : readBudget.of(client)
+    const { rows: [row] } = await run(() => {
       // A listing whose client left while this waited for its turn needs it no more
       signal?.throwIfAborted()
       return query<{ count: number, last_id: string | null, json: string }>(LISTING_PAGE, [afterId, limit])
@@ -175,8 +212,8 @@ function createListingsRepository (pg: PostgresDb, readBudget: LimitFunction, di
     return { count: row!.count, last: row!.last_id === null ? null : { key: null, id: row!.last_id, snapshot: null }, json: row!.json }
   }
 
-  async function pageBeyond (after: Position, skip: number, limit: number, signal?: AbortSignal): Promise<PageBeyond> {
-    const { rows: [row] } = await readBudget(() => {
+  async function pageBeyond (after: Position, skip: number, limit: number, client: string, signal?: AbortSignal): Promise<PageBeyond> {
+    const { rows: [row] } = await readBudget.of(client)(() => {
       signal?.throwIfAborted()
       return query<{ after_id: string | null, count: number, last_id: string | null, json: string }>(LISTING_PAGE_BEYOND, [after.id, skip, limit])
     })
@@ -200,13 +237,14 @@ function createListingsRepository (pg: PostgresDb, readBudget: LimitFunction, di
     return row!['QUERY PLAN'][0]!.Plan['Plan Rows'] < MATCHES_FIRST_BELOW
   }
 
-  async function walkPage (walk: Walk, position: Position | null, limit: number, signal?: AbortSignal): Promise<ListingPage> {
+  async function walkPage (walk: Walk, position: Position | null, limit: number, client: string, signal?: AbortSignal): Promise<ListingPage> {
     let matchesFirst = position?.matchesFirst
-    const { rows: [row] } = await readBudget(async () => {
+    const { rows: [row] } = await readBudget.of(client)(async () => {
       signal?.throwIfAborted()
       matchesFirst ??= await readsMatchesFirst(walk)
       const { text, values } = walkPageQuery(walk, position, limit, dialect, matchesFirst)
-      return query<WalkPageRow>(text, values)
+      // Without a filter a page reads at most `limit` books through the index of its order
+      return hasFilter(walk) ? budgetedQuery<WalkPageRow>(text, values) : query<WalkPageRow>(text, values)
     })
     const { count, json, last_id: lastId, last_key: lastKey, snapshot } = row!
     if (lastId === null) return { count, json, last: null }
@@ -225,7 +263,8 @@ function createListingsRepository (pg: PostgresDb, readBudget: LimitFunction, di
   // Listings that start together share the query of their first page. Each still reads after
   // it arrived: a batch is sent only after all its calls were made.
   const firstPages = batched<number, ListingPage>((limits) => {
-    const pages = new Map([...new Set(limits)].map((limit) => [limit, pageAfter('0', limit)]))
+    // One statement for the listings of any number of clients: it counts for none of them
+    const pages = new Map([...new Set(limits)].map((limit) => [limit, pageAfter('0', limit, null)]))
     return Promise.all(limits.map((limit) => pages.get(limit)!))
   }, globalThis, { tracing, name: 'listing first pages' })
 
@@ -234,12 +273,13 @@ function createListingsRepository (pg: PostgresDb, readBudget: LimitFunction, di
     firstPage: (limit: number): Promise<ListingPage> => firstPages.load(limit),
 
     /**
-     * The page after `afterId`: up to `limit` books with higher ids, in id order. A listing goes
-     * on where its last page ended (a keyset cursor), so each page is a short query of its own
-     * and a listing holds no connection or transaction while the client reads. Once `signal` is
-     * aborted, a query still waiting for its turn is not sent (the promise rejects).
+     * The page after `afterId`: up to `limit` books with higher ids, in id order, read for
+     * `client`. A listing goes on where its last page ended (a keyset cursor), so each page is a
+     * short query of its own and a listing holds no connection or transaction while the client
+     * reads. Once `signal` is aborted, a query still waiting for its turn is not sent (the
+     * promise rejects).
      */
-    pageAfter,
+    pageAfter: (afterId: string, limit: number, client: string, signal?: AbortSignal) => pageAfter(afterId, limit, client, signal),
 
     /**
      * The page of up to `limit` books that starts `skip` books after `after`, in id order, and the
@@ -248,14 +288,17 @@ function createListingsRepository (pg: PostgresDb, readBudget: LimitFunction, di
      */
     pageBeyond: dialect.readsAhead ? pageBeyond : undefined,
 
-    /** Whether a listing may start one more page query now without making another read wait. */
-    connectionFree: () => readBudget.activeCount + readBudget.pendingCount < readBudget.concurrency,
+    /** Whether a listing of `client` may start one more page query now without making another read wait. */
+    connectionFree: (client: string) => slots.startsNow(client),
 
-    /** A page of a walk (src/listing.ts): up to `limit` books after `position`, or from its start. */
+    /**
+     * A page of a walk (src/listing.ts): up to `limit` books after `position`, or from its start,
+     * read for `client`. With a filter, `ListingOverBudget` once it has run LISTING_BUDGET_MS.
+     */
     walkPage
   }
 }
 
 export default fp(async function listingsRepository (fastify) {
-  fastify.decorate('listingsRepository', createListingsRepository(fastify.pg, fastify.readBudget, fastify.sqlDialect, fastify.tracing))
-}, { name: 'listings-repository', dependencies: ['postgres', 'migrate', 'read-budget'] })
+  fastify.decorate('listingsRepository', createListingsRepository(fastify.pg, fastify.readBudget, fastify.sqlDialect, fastify.config.LISTING_BUDGET_MS, fastify.tracing))
+}, { name: 'listings-repository', dependencies: ['postgres', 'migrate', 'read-budget', 'env'] })

@@ -22,6 +22,9 @@ export const TRUSTED_ADDRESS_MS = 7 * 24 * 3_600_000
 /** How many such addresses a process keeps (Redis keeps all); only a login adds one. */
 const TRUSTED_TABLE_SIZE = 1000
 
+/** An attempt's count under the per-username limit. */
+interface UsernameCount { exceeded: boolean, remaining: number, resetS: number }
+
 /** The address as the per-address limit counts it: IPv6 by /64. */
 const address = (request: FastifyRequest) => normalizeIP(request.ip)
 
@@ -65,10 +68,16 @@ function createLoginAttempts (fastify: FastifyInstance) {
   })
 
   return {
-    /** Counts the attempt; null when it may go on, else the seconds until the username may be tried. */
-    async refusal (request: FastifyRequest): Promise<number | null> {
+    usernameWindowMs: USERNAME_WINDOW_MS,
+
+    /**
+     * Counts the attempt: whether the username is over its limit, the attempts it has left and the
+     * seconds until its window ends; null when the address is exempt (nothing counted).
+     */
+    async count (request: FastifyRequest): Promise<UsernameCount | null> {
       const limit = await perUsername(request)
-      return !limit.isAllowed && limit.isExceeded ? limit.ttlInSeconds : null
+      if (limit.isAllowed) return null
+      return { exceeded: limit.isExceeded, remaining: limit.remaining, resetS: limit.ttlInSeconds }
     },
 
     /** The request's address logged in: exempt from the per-username limit from now on. */

@@ -46,21 +46,34 @@ export function boundedQueryOn (pool: Pool) {
  * Several statements in one transaction, bounded and written together as `boundedQuery`'s one.
  * In READ COMMITTED each statement reads with a snapshot of its own, taken as it starts: a
  * statement after a lock sees what committed before the lock was granted.
+ *
+ * `keepAfter`: failures after which the connection is kept rather than discarded, when the
+ * server still answered the transaction's end (a statement the server cancelled at its own
+ * `statement_timeout` leaves the connection as clean as a success does: the `COMMIT` answers
+ * `ROLLBACK`, and the `SET LOCAL`s end with it). A listing over its budget is a client's request,
+ * not a fault: discarding its connection would have every such request open a new one.
  */
-export async function boundedTransaction<R extends QueryResultRow[]> (pool: Pool, queries: QueryConfig[]): Promise<{ [K in keyof R]: QueryResult<R[K]> }> {
+export async function boundedTransaction<R extends QueryResultRow[]> (
+  pool: Pool, queries: QueryConfig[], keepAfter: (err: unknown) => boolean = () => false
+): Promise<{ [K in keyof R]: QueryResult<R[K]> }> {
   const client = await pool.connect()
   client.on('error', ignoreClientError)
+  let ended: Promise<unknown> | null = null
   try {
     const checking = onPrimary.has(client) ? null : client.query<{ standby: boolean }>(IS_STANDBY)
-    const [check, , ...results] = await Promise.all([checking, client.query(BEGIN_BOUNDED), ...queries.map((query) => client.query(query)), client.query('COMMIT')])
+    const begun = client.query(BEGIN_BOUNDED)
+    const statements = queries.map((query) => client.query(query))
+    ended = client.query('COMMIT')
+    const [check, , ...results] = await Promise.all([checking, begun, ...statements, ended])
     if (check?.rows[0]?.standby === true) throw new StandbyConnectionError()
     onPrimary.add(client)
     client.off('error', ignoreClientError)
     client.release()
     return results.slice(0, queries.length) as { [K in keyof R]: QueryResult<R[K]> }
   } catch (err) {
+    const clean = ended !== null && keepAfter(err) && await ended.then(() => true, () => false)
     client.off('error', ignoreClientError)
-    client.release(err as Error)
+    client.release(clean ? undefined : err as Error)
     throw err
   }
 }

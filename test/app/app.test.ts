@@ -50,11 +50,11 @@ t.test('the logger censors secrets should a line ever carry them', async (t) => 
     req: { headers: { authorization: 'header-token' } },
     password: 'top-level-password',
     body: { password: 'body-password', token: 'body-token' },
-    config: { SECRET_TOKEN: SECRET, AUTH_PASSWORD: PASSWORD, DB_URL: 'postgres://u:db-password@h/d' }
+    config: { SECRET_TOKEN: SECRET, SECRET_TOKEN_ACCEPTED: 'an-accepted-secret-at-least-32-bytes-long', AUTH_PASSWORD: PASSWORD, DB_URL: 'postgres://u:db-password@h/d' }
   }, 'probe')
   const probe = lines.find((line) => line.includes('"probe"')) ?? ''
   t.match(probe, /\[redacted\]/, 'the probe line was written, censored')
-  for (const secret of ['header-token', 'top-level-password', 'body-password', 'body-token', SECRET, PASSWORD, 'db-password']) {
+  for (const secret of ['header-token', 'top-level-password', 'body-password', 'body-token', SECRET, 'an-accepted-secret', PASSWORD, 'db-password']) {
     t.notOk(probe.includes(secret), `no ${secret.slice(0, 12)}... in the line`)
   }
 })

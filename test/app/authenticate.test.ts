@@ -196,6 +196,22 @@ const AUTH_CASES: AuthCase[] = [
       return `${token.slice(0, -4)} ${token.slice(-4)}`
     }
   },
+  // docs/api.md: the header is {"alg":...,"typ":"JWT"}, spelled as the service writes it
+  {
+    name: 'a header without typ, {"alg":"HS256"}, correctly signed',
+    message: 'Invalid token',
+    authorization: () => mint({ header: { alg: 'HS256' }, payload: live() })
+  },
+  {
+    name: 'a header with typ before alg, {"typ":"JWT","alg":"HS256"}, correctly signed',
+    message: 'Invalid token',
+    authorization: () => mint({ header: { typ: 'JWT', alg: 'HS256' }, payload: live() })
+  },
+  {
+    name: 'a header with a space, {"alg":"HS256", "typ":"JWT"}, correctly signed',
+    message: 'Invalid token',
+    authorization: () => signInput(`${b64url('{"alg":"HS256", "typ":"JWT"}')}.${encodeJson(live())}`)
+  },
   {
     name: 'crit ["foo"] with a foo field, correctly signed',
     message: 'Invalid token',

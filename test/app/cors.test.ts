@@ -88,7 +88,7 @@ t.test('a listed origin', async (t) => {
       const label = `${request.method} ${request.url} ${status}`
       t.equal(response.statusCode, status, label)
       t.equal(response.headers['access-control-allow-origin'], (request.headers as { origin: string }).origin, `${label}: allowed origin`)
-      t.equal(response.headers['access-control-expose-headers'], 'X-Request-Id, Retry-After, ETag, Link', `${label}: exposed headers`)
+      t.equal(response.headers['access-control-expose-headers'], 'X-Request-Id, Retry-After, ETag, Link, RateLimit-Policy, RateLimit', `${label}: exposed headers`)
       t.match(response.headers['x-request-id'], /^[0-9a-f-]{36}$/)
       t.notOk('access-control-allow-methods' in response.headers, `${label}: preflight headers only on preflights`)
     }

@@ -7,6 +7,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, call, errorEnvelope, getToken } from '../helper.js'
 import { createDatabase, ON_CITUS, pgClient, seedBooks } from '../helpers/database.js'
+import { base64urlTwins } from '../helpers/tokens.js'
 
 interface Book { id: number, title: string, author: string, year: number }
 type Field = 'id' | 'title' | 'author' | 'year'
@@ -169,6 +170,21 @@ t.test('listing parameters', async (t) => {
     t.equal(valid.status, 200, 'precondition: the cursor itself is accepted')
     t.equal((await get(`/books?limit=9&sort=title&title=a&cursor=${cursor}`)).status, 200, 'another limit may go on with the same cursor')
     t.strictSame((await get('/books')).body.data, sorted(books, 'id'), 'nothing changed')
+  })
+
+  t.test('a cursor spelled otherwise is 400: its signature\'s twins, the same bytes', async (t) => {
+    const { headers } = await get('/books?limit=5&sort=-year')
+    const cursor = new URL(nextPath(headers.link)!, 'http://x').searchParams.get('cursor')!
+    const [payload, signature] = cursor.split('.') as [string, string]
+    const twins = base64urlTwins(signature)
+    t.equal(twins.length, 15, 'a signature of 22 characters: its last one has 4 bits that encode nothing')
+    for (const twin of twins) {
+      t.strictSame(Buffer.from(twin, 'base64url'), Buffer.from(signature, 'base64url'), `precondition: ${twin.slice(-1)} decodes as ${signature.slice(-1)}`)
+      const { status, body } = await get(`/books?limit=5&sort=-year&cursor=${payload}.${twin}`)
+      t.equal(status, 400, `ending in ${twin.slice(-1)} for ${signature.slice(-1)}: 400`)
+      t.strictSame(body, errorEnvelope(400, 'Invalid input'))
+    }
+    t.equal((await get(`/books?limit=5&sort=-year&cursor=${cursor}`)).status, 200, 'the cursor as issued goes on')
   })
 
   t.test('a cursor is read by another instance, not by one with another secret', async (t) => {

@@ -30,13 +30,14 @@ t.test('listings that hold the whole budget keep a feed\'s catch-up from the log
   }
   t.equal(await app.changeLog.placeChanges(1000), 3)
 
-  // Listings that stall in PostgreSQL, one per connection of the budget
+  // Listings that stall in PostgreSQL, one per connection of the budget, each from a client
+  // address of its own (one address holds at most half of the budget: listing-budget.test.ts)
   const admin = await pgClient(t, dbUrl)
   const holder = await pgClient(t, dbUrl)
   await holder.query('BEGIN')
   await holder.query('LOCK TABLE books IN ACCESS EXCLUSIVE MODE')
   const listings = Promise.all(Array.from({ length: budget }, (_, i) =>
-    call(app, token, { method: 'GET', url: `/books?limit=${i + 1}` })))
+    call(app, token, { method: 'GET', url: `/books?limit=${i + 1}`, remoteAddress: `192.0.2.${i + 1}` })))
   await waitForSessionsOnLock(admin, dbUrl, budget)
 
   const feed = new FeedClient(`http://127.0.0.1:${port}`, token)

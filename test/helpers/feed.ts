@@ -40,6 +40,8 @@ export class FeedClient {
   lastEventId: string | undefined
   /** Connections whose response ended (the service ended it) */
   ends = 0
+  /** The status each connection was answered, in order */
+  readonly statuses: number[] = []
   /** Connections opened by `follow()` after the first */
   reconnections = 0
   private following = false
@@ -60,6 +62,7 @@ export class FeedClient {
     return new Promise((resolve, reject) => {
       const request = httpRequest(`${this.baseUrl}/books/changes`, { headers, agent: false }, (response) => {
         this.response = response
+        this.statuses.push(response.statusCode!)
         if (response.statusCode !== 200) {
           let body = ''
           response.setEncoding('utf8').on('data', (chunk) => { body += chunk }).on('end', () => resolve({ status: response.statusCode!, headers: response.headers, body }))

@@ -12,7 +12,7 @@ export interface Probes {
  * as the service's latency. Each probe is a new connection (no agent), so accepting one counts.
  */
 const PROBER = `
-const { parentPort, workerData: { url, headers, status, pauseMs } } = require('node:worker_threads')
+const { parentPort, workerData: { url, headers, status, pauseMs, localAddress } } = require('node:worker_threads')
 const { request } = require('node:http')
 let stopping = false
 const latencies = []
@@ -21,7 +21,7 @@ parentPort.once('message', () => { stopping = true })
 function probe () {
   return new Promise((resolve) => {
     const started = performance.now()
-    const req = request(url, { headers, agent: false }, (res) => {
+    const req = request(url, { headers, agent: false, localAddress }, (res) => {
       res.resume()
       res.on('end', () => {
         latencies.push(performance.now() - started)
@@ -45,10 +45,11 @@ function probe () {
 
 /**
  * Requests `url` over and over from a worker thread until stopped, `pauseMs` apart, and says how
- * long each took and what was not the `status` expected.
+ * long each took and what was not the `status` expected; from `localAddress` when given (another
+ * loopback address, 127.0.0.3, is another client).
  */
-export function startProber (url: string, { headers = {}, status = 200, pauseMs = 10 }: { headers?: Record<string, string>, status?: number, pauseMs?: number } = {}) {
-  const worker = new Worker(PROBER, { eval: true, workerData: { url, headers, status, pauseMs } })
+export function startProber (url: string, { headers = {}, status = 200, pauseMs = 10, localAddress }: { headers?: Record<string, string>, status?: number, pauseMs?: number, localAddress?: string } = {}) {
+  const worker = new Worker(PROBER, { eval: true, workerData: { url, headers, status, pauseMs, localAddress } })
   const result = new Promise<Probes>((resolve, reject) => {
     worker.once('message', resolve)
     worker.once('error', reject)

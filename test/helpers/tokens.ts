@@ -26,6 +26,18 @@ export function base64urlTwin (segment: string): string {
   return segment.slice(0, -1) + BASE64URL[BASE64URL.indexOf(segment.slice(-1)) + 1]!
 }
 
+/**
+ * Every other spelling of a canonically spelled base64url `segment` that decodes to the same
+ * bytes: its last character with each other value of the bits that encode nothing (15 for a
+ * length of 2 modulo 4, 3 for 3 modulo 4, none otherwise).
+ */
+export function base64urlTwins (segment: string): string[] {
+  const unused = [0, 0, 0b1111, 0b11][segment.length % 4]!
+  const last = BASE64URL.indexOf(segment.slice(-1))
+  return Array.from({ length: unused + 1 }, (_, bits) => segment.slice(0, -1) + BASE64URL[(last & ~unused) | bits]!)
+    .filter((twin) => twin !== segment)
+}
+
 export function encodeJson (value: unknown): string {
   return b64url(JSON.stringify(value))
 }

@@ -3,11 +3,13 @@
  * reader would start, so they cannot rot. Between client and service a TCP proxy cuts the
  * connection: each client resumes with Last-Event-ID and prints every change once, in order. It
  * starts with a token that expires within seconds: on `token-expired` it logs in again and
- * resumes.
+ * resumes. Started with an id the service does not accept (made with a secret it no longer
+ * accepts), it is answered 400, starts again without one and reloads, and misses nothing after.
  */
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
+import { changeIds } from '../../src/changes.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 import { PASSWORD, USERNAME, build, call, getToken } from '../helper.js'
 import { STORE_INDEPENDENT } from '../helpers/database.js'
@@ -81,5 +83,33 @@ for (const [name, command, file] of [['JavaScript', 'node', 'feed.mjs'], ['Pytho
     t.equal(new Set(printed.map((p) => p.id)).size, 4, 'four ids')
     t.match(stderr, /resuming/, 'it said it resumed')
     t.ok(proxy.accepted >= 2, 'it reconnected')
+  })
+
+  t.test(`${name}: an id made with a secret no longer accepted is 400; it starts again and reloads`, { skip: STORE_INDEPENDENT }, async (t: Test) => {
+    const app = await build(t)
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const token = await getToken(app)
+    const child = spawn(command, [join(EXAMPLES, file)], {
+      env: {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        HOME: process.env.HOME ?? '/tmp',
+        BOOKKEEPING_URL: `http://127.0.0.1:${(app.server.address() as { port: number }).port}`,
+        BOOKKEEPING_USERNAME: USERNAME,
+        BOOKKEEPING_PASSWORD: PASSWORD,
+        BOOKKEEPING_LAST_EVENT_ID: changeIds('a secret this service no longer accepts, 32+ bytes').encode(1)
+      },
+      stdio: ['ignore', 'pipe', 'pipe']
+    })
+    t.teardown(() => { child.kill('SIGKILL') })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk })
+    await waitUntil(() => stdout.includes('"reset"'), 15_000, `the reload (stdout ${stdout}; stderr ${stderr})`)
+    const id = (await call(app, token, { method: 'POST', url: '/book', payload: { title: 'after the reload', author: 'A', year: 2000 } })).body.data.id as number
+    await waitUntil(() => stdout.includes('after the reload'), 15_000, `the change after it (stdout ${stdout}; stderr ${stderr})`)
+    const printed = stdout.trim().split('\n').map((line) => JSON.parse(line) as Printed)
+    t.strictSame(printed.map((p) => [p.event, p.data?.id]), [['reset', undefined], ['created', id]], 'a reload, then every change')
+    t.match(stderr, /starting over/, 'it said it started over')
   })
 }

@@ -17,7 +17,7 @@ import { clusterState, DB_SHUTDOWNED, DEV_COMMAND, expectStartupFailure, portInU
 t.jobs = 2
 
 t.test('before the app has loaded', { skip: STORE_INDEPENDENT }, async (t) => {
-  // Five failed starts, nothing shared but the database none of them may come up on: three at once
+  // Six failed starts, nothing shared but the database none of them may come up on: three at once
   t.jobs = 3
   // A real, empty database: were a check missing, the service would come up on it
   const valid = testEnv(await createDatabase(t))
@@ -37,6 +37,10 @@ t.test('before the app has loaded', { skip: STORE_INDEPENDENT }, async (t) => {
     expectStartupFailure(t, { ...valid, SECRET_TOKEN: SECRET.slice(0, 31), PORT: 'eighty' },
       /^bookkeeping: start-up failed: SECRET_TOKEN is 31 characters long; set SECRET_TOKEN to a random string of at least 32 characters .*; PORT is "eighty"; set PORT to a port number/,
       { secrets: [SECRET.slice(0, 31), PASSWORD] }))
+  t.test('an accepted secret one byte short is named by the lengths of the list only', (t) =>
+    expectStartupFailure(t, { ...valid, SECRET_TOKEN_ACCEPTED: `${SECRET},${SECRET.slice(0, 31)}` },
+      /^bookkeeping: start-up failed: SECRET_TOKEN_ACCEPTED is 2 secrets, 43, 31 characters long; set SECRET_TOKEN_ACCEPTED to secrets separated by commas, each a random string of at least 32 characters without a comma or a space at either end; empty for none$/,
+      { secrets: [SECRET, SECRET.slice(0, 31), PASSWORD] }))
   t.test('nothing set at all (npm start on a fresh clone)', (t) =>
     expectStartupFailure(t, {},
       /^bookkeeping: start-up failed: DB_URL is not set; set DB_URL to .*; SECRET_TOKEN is not set; .*; AUTH_USERNAME is not set; .*; AUTH_PASSWORD is not set; /))

@@ -74,7 +74,7 @@ t.test('the authenticate hook against a real process', { skip: STORE_INDEPENDENT
       t.equal(await getBooks(service, [twin(token, 2)]), REFUSED, `${alg}: its signature's twin (${signature.length} chars)`)
     }
     // A segment of a multiple of 3 bytes has no unused bits and so no twin. Every header the
-    // service accepts is one ({"alg":"HS256"}, 15 bytes; with "typ":"JWT", 27): a header with
+    // service accepts is one ({"alg":"HS256","typ":"JWT"}, 27 bytes): a header with
     // unused bits holds more than ours and is refused as such. This payload is of 26 bytes
     const header = encodeJson(HS256_HEADER)
     const payload = encodeJson({ exp, x: 'a' })

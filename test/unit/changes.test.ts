@@ -1,7 +1,8 @@
 /**
  * The feed's change ids and events (src/changes.ts): an id names its position, increases with it
- * as a string too, and is refused when this service did not issue it, in any spelling; an event
- * is the event stream format's fields, its data on one line.
+ * as a string too, and is refused when this service did not issue it, in any spelling (one made
+ * with an accepted secret is read); an event is the event stream format's fields, its data on
+ * one line.
  */
 import t from 'tap'
 import { changeIds, event, feedStart, reset } from '../../src/changes.js'
@@ -42,4 +43,12 @@ t.test('an event: id, name and one line of data, then a blank line', async (t) =
   t.equal(event('token-expired', '{}'), 'event: token-expired\ndata: {}\n\n', 'no id: the client keeps its last')
   t.equal(reset('y'), 'id: y\nevent: reset\ndata: {}\n\n')
   t.equal(feedStart('z'), 'retry: 2000\nid: z\n\n', 'the start: the retry and the id, no data (no event)')
+})
+
+t.test('during a rotation: made with the first secret, read with it or an accepted one', async (t) => {
+  const [old, fresh] = ['the old secret of the tests, long enough', 'the new secret of the tests, long enough']
+  const made = changeIds(old).encode(42)
+  t.equal(changeIds(fresh, [old]).decode(made), 42, 'an id of an accepted secret names its position')
+  t.equal(changeIds(fresh, [old]).encode(42), changeIds(fresh).encode(42), 'made with the first secret alone')
+  t.equal(changeIds(fresh).decode(made), null, 'not once it is no longer accepted')
 })

@@ -20,10 +20,15 @@
  *    p50 and p99 in ms, and requests per second.
  * 3. The whole list, unfiltered, as the contract has it (`GET /books`): time, bytes, and the
  *    service's peak resident memory (VmHWM, reset before).
+ * 4. What a listing may cost (docs/operations.md, The cost of a listing): each filter that no
+ *    index bounds alone (its status and time), then all of them in turn from 20 keep-alive
+ *    connections of 127.0.0.2 for BENCH_LIST_SECONDS * 3, while one client of 127.0.0.3 reads
+ *    `GET /books?limit=10&sort=-year` and `GET /book/<id>` (a new connection each, 20 ms apart):
+ *    the attacker's statuses, and the other client's p50 and p99.
  *
  * Environment: TEST_DB_URL (the server, default postgres://postgres@127.0.0.1:5432/postgres),
  * BENCH_LIST_BOOKS, BENCH_LIST_RESEED, BENCH_LIST_REQUESTS, BENCH_LIST_SECONDS,
- * BENCH_LIST_WHOLE=0 (skip step 3).
+ * BENCH_LIST_WHOLE=0 (skip step 3), BENCH_LIST_COSTLY=0 (skip step 4) or =only (steps 1 and 4).
  */
 const { spawn } = require('node:child_process')
 const { randomBytes } = require('node:crypto')
@@ -123,6 +128,84 @@ function wholeList (port, pid, token) {
   })
 }
 
+/** The filters an outside probe found costly (test/helpers/costly-listings.ts has the same). */
+const COSTLY = ['/books?limit=1000&title=zq', '/books?limit=1&sort=-title&title=%23',
+  `/books?limit=1&title=${'e'.repeat(1000)}`, `/books?sort=title&title=${'the%20'.repeat(250)}`]
+
+/** One request's status (or error) and time, whatever it answers. */
+function timed (port, path, token, options) {
+  return new Promise((resolve) => {
+    const started = performance.now()
+    const req = http.get({ host: '127.0.0.1', port, path, headers: { authorization: token }, ...options }, (res) => {
+      res.resume()
+      res.on('end', () => resolve({ status: String(res.statusCode), ms: performance.now() - started }))
+    })
+    req.setTimeout(30_000, () => req.destroy(new Error('no answer in 30 s')))
+    req.on('error', (err) => resolve({ status: err.message, ms: performance.now() - started }))
+  })
+}
+
+/** Step 4: the costly filters alone, then from 20 connections of one address while another reads. */
+async function costlyListings (port, token) {
+  for (const path of COSTLY) {
+    const { status, ms } = await timed(port, path, token, { agent: false })
+    console.log(`${path.slice(0, 50)}: ${status} in ${(ms / 1000).toFixed(2)} s`)
+  }
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 20, localAddress: '127.0.0.2' })
+  const statuses = {}
+  const attack = { on: true }
+  const attacker = Array.from({ length: 20 }, async (_, connection) => {
+    for (let i = connection; attack.on; i++) {
+      const { status } = await timed(port, COSTLY[i % COSTLY.length], token, { agent })
+      statuses[status] = (statuses[status] ?? 0) + 1
+    }
+  })
+  await sleep(1000)
+  const until = Date.now() + SECONDS * 3000
+  const other = async (path) => {
+    const times = []
+    while (Date.now() < until) {
+      times.push((await timed(port, path, token, { agent: false, localAddress: '127.0.0.3' })).ms)
+      await sleep(20)
+    }
+    return times
+  }
+  const [listed, read] = await Promise.all([other('/books?limit=10&sort=-year'), other(`/book/${Math.ceil(BOOKS / 2)}`)])
+  attack.on = false
+  await Promise.all(attacker)
+  agent.destroy()
+  console.log(`20 connections of 127.0.0.2 sending them in turn: ${JSON.stringify(statuses)}`)
+  for (const [label, times] of [['GET /books?limit=10&sort=-year', listed], ['GET /book/<id>', read]]) {
+    console.log(`${label} from 127.0.0.3 meanwhile: ${times.length} requests, p50 ${percentile(times, 50).toFixed(1)} ms, p99 ${percentile(times, 99).toFixed(1)} ms`)
+  }
+}
+
+/** Steps 2 and 3. */
+async function listingScenarios (port, service, token) {
+  const scenarios = []
+  for (const sort of SORTS) scenarios.push([`first page, sort=${sort}`, `/books?limit=100&sort=${sort}`])
+  for (const sort of SORTS) scenarios.push([`page ${DEPTH.toLocaleString('en-US')} deep, sort=${sort}`, await deepPage(port, sort, token)])
+  scenarios.push(['title=night (common), first page', '/books?limit=100&title=night'])
+  scenarios.push(['title=quixotic (rare), first page', '/books?limit=100&title=quixotic'])
+  scenarios.push(['title=night, sort=title', '/books?limit=100&title=night&sort=title'])
+  scenarios.push(['author=tolkien, first page', '/books?limit=100&author=tolkien'])
+  scenarios.push(['author=tolkien, sort=-year', '/books?limit=100&author=tolkien&sort=-year'])
+  const rows = []
+  for (const [label, path] of scenarios) {
+    const one = await singleClient(port, path, token)
+    const many = await underLoad(port, path, token)
+    rows.push([label, one.p50.toFixed(2), one.p99.toFixed(2), many.p50.toFixed(0), many.p99.toFixed(0), many.rps.toFixed(0)])
+    console.log(`${label}: ${one.p50.toFixed(2)} / ${one.p99.toFixed(2)} ms; 32 connections ${many.p50} / ${many.p99} ms, ${many.rps.toFixed(0)} req/s`)
+  }
+  console.log()
+  console.log(markdownTable(['scenario', '1 client p50 ms', 'p99 ms', '32 conn. p50 ms', 'p99 ms', 'req/s'], rows))
+  if (process.env.BENCH_LIST_WHOLE !== '0') {
+    const whole = await wholeList(port, service.pid, token)
+    console.log(`\nthe whole list (GET /books): ${whole.seconds.toFixed(1)} s, ${(whole.bytes / 1e6).toFixed(0)} MB, ` +
+      `service peak RSS ${(whole.peak / 2 ** 20).toFixed(0)} MiB`)
+  }
+}
+
 runBenchmark('list', async (bench) => {
   const { name, url, seeded } = await listDatabase(BOOKS, { reseed: process.env.BENCH_LIST_RESEED === '1' })
   console.log(`bench:list: ${BOOKS.toLocaleString('en-US')} books, database ${name} (kept)`)
@@ -148,26 +231,9 @@ runBenchmark('list', async (bench) => {
     `${writes} writes meanwhile, the slowest ${slowest.toFixed(0)} ms`)
 
   const token = await issueToken(port)
-  const scenarios = []
-  for (const sort of SORTS) scenarios.push([`first page, sort=${sort}`, `/books?limit=100&sort=${sort}`])
-  for (const sort of SORTS) scenarios.push([`page ${DEPTH.toLocaleString('en-US')} deep, sort=${sort}`, await deepPage(port, sort, token)])
-  scenarios.push(['title=night (common), first page', '/books?limit=100&title=night'])
-  scenarios.push(['title=quixotic (rare), first page', '/books?limit=100&title=quixotic'])
-  scenarios.push(['title=night, sort=title', '/books?limit=100&title=night&sort=title'])
-  scenarios.push(['author=tolkien, first page', '/books?limit=100&author=tolkien'])
-  scenarios.push(['author=tolkien, sort=-year', '/books?limit=100&author=tolkien&sort=-year'])
-  const rows = []
-  for (const [label, path] of scenarios) {
-    const one = await singleClient(port, path, token)
-    const many = await underLoad(port, path, token)
-    rows.push([label, one.p50.toFixed(2), one.p99.toFixed(2), many.p50.toFixed(0), many.p99.toFixed(0), many.rps.toFixed(0)])
-    console.log(`${label}: ${one.p50.toFixed(2)} / ${one.p99.toFixed(2)} ms; 32 connections ${many.p50} / ${many.p99} ms, ${many.rps.toFixed(0)} req/s`)
-  }
-  console.log()
-  console.log(markdownTable(['scenario', '1 client p50 ms', 'p99 ms', '32 conn. p50 ms', 'p99 ms', 'req/s'], rows))
-  if (process.env.BENCH_LIST_WHOLE !== '0') {
-    const whole = await wholeList(port, service.pid, token)
-    console.log(`\nthe whole list (GET /books): ${whole.seconds.toFixed(1)} s, ${(whole.bytes / 1e6).toFixed(0)} MB, ` +
-      `service peak RSS ${(whole.peak / 2 ** 20).toFixed(0)} MiB`)
+  if (process.env.BENCH_LIST_COSTLY !== 'only') await listingScenarios(port, service, token)
+  if (process.env.BENCH_LIST_COSTLY !== '0') {
+    console.log('\nwhat a listing may cost:')
+    await costlyListings(port, token)
   }
 })

@@ -220,7 +220,7 @@ async function waitUntilReady (name, child, port, logPath, probe = issueToken) {
  * appended to `logPath`, its token limits out of the way (/token is measured, not the limiters);
  * `root` and `nodeFlags` as common.cjs's serviceCommand takes them.
  */
-async function startService (track, dbUrl, secret, logPath, { name = 'service', root = ROOT, nodeFlags } = {}) {
+async function startService (track, dbUrl, secret, logPath, { name = 'service', root = ROOT, nodeFlags, variables = {} } = {}) {
   const port = await freePort()
   const { command, args, env } = serviceCommand({
     DB_URL: dbUrl,
@@ -228,7 +228,8 @@ async function startService (track, dbUrl, secret, logPath, { name = 'service', 
     PORT: String(port),
     LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
     TOKEN_RATE_LIMIT: '1000000000',
-    TOKEN_USERNAME_RATE_LIMIT: '1000000000'
+    TOKEN_USERNAME_RATE_LIMIT: '1000000000',
+    ...variables
   }, { root, nodeFlags })
   const log = fs.openSync(logPath, 'a')
   const child = track(spawn(command, args, { cwd: root, env, stdio: ['ignore', log, log] }))

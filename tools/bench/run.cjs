@@ -11,7 +11,9 @@
  * BENCH_ONLY (run only the scenarios whose name contains it), BENCH_CITUS_URL (a Citus coordinator,
  * postgres://.../postgres with its workers added: both servers run again on a database of their
  * own spread over that cluster, each scenario on all four in turn, and a second table compares them),
- * BENCH_BASELINE (a git revision of the same schema: its service runs too, and a table compares).
+ * BENCH_BASELINE (a git revision of the same schema: its service runs too, and a table compares),
+ * BENCH_REDIS_URL (default TEST_REDIS_URL, else redis://127.0.0.1:6379: the Redis of the
+ * API_RATE_LIMIT run that counts in Redis; skipped when none answers there).
  *
  * Prints one table and writes the raw numbers as JSON under os.tmpdir(); nothing in the
  * repository changes. Exits 0 when it ran, whatever the numbers: this is not a test.
@@ -20,6 +22,7 @@
 const { execFileSync, spawn } = require('node:child_process')
 const { randomBytes } = require('node:crypto')
 const fs = require('node:fs')
+const net = require('node:net')
 const os = require('node:os')
 const path = require('node:path')
 const {
@@ -138,6 +141,41 @@ async function compareAnswers (service, reference) {
   return differences
 }
 
+// --- API_RATE_LIMIT ---------------------------------------------------------------------------
+
+/** The scenario the limit is measured on: the fastest path it is added to. */
+const LIMITED_SCENARIO = 'GET /book/<id>'
+/** A limit no run reaches: every request is counted and answered. */
+const HIGH_LIMIT = '1000000000'
+const REDIS_URL = process.env.BENCH_REDIS_URL || process.env.TEST_REDIS_URL || 'redis://127.0.0.1:6379'
+
+/** Whether something accepts connections at the host and port of `url`, within a second. */
+function answers (url) {
+  const { hostname, port } = new URL(url)
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: hostname, port: Number(port || 6379), timeout: 1000 })
+    const end = (result) => { socket.destroy(); resolve(result) }
+    socket.once('connect', () => end(true)).once('error', () => end(false)).once('timeout', () => end(false))
+  })
+}
+
+/**
+ * The service again with API_RATE_LIMIT set high, counting in the process, and, when Redis
+ * answers at REDIS_URL, once more counting there: each runs LIMITED_SCENARIO in every round
+ * beside the service without it, so that a third table gives what the limit costs.
+ */
+async function startLimited (track, dbUrl, logPath) {
+  const limited = [await startService(track, dbUrl, SECRET, logPath, { name: 'service, API_RATE_LIMIT', variables: { API_RATE_LIMIT: HIGH_LIMIT } })]
+  if (await answers(REDIS_URL)) {
+    limited.push(await startService(track, dbUrl, SECRET, logPath, {
+      name: 'service, API_RATE_LIMIT in Redis', variables: { API_RATE_LIMIT: HIGH_LIMIT, REDIS_URL }
+    }))
+  } else {
+    process.stderr.write(`bench: no Redis answers at ${REDIS_URL}: API_RATE_LIMIT measured in the process only\n`)
+  }
+  return limited
+}
+
 // --- report -----------------------------------------------------------------------------------
 
 /** µs, or '-' when not measured (PostgreSQL on another machine; no reference for a scenario). */
@@ -170,6 +208,16 @@ function againstBaseline (rows) {
       service.rps.toFixed(0), micros(service.cpuUs), micros(service.pgCpuUs),
       baseline.rps.toFixed(0), micros(baseline.cpuUs), micros(baseline.pgCpuUs),
       (service.rps / baseline.rps).toFixed(2), (service.cpuUs / baseline.cpuUs).toFixed(2), (service.pgCpuUs / baseline.pgCpuUs).toFixed(2)
+    ]))
+}
+
+/** LIMITED_SCENARIO without API_RATE_LIMIT and with it: req/s and CPU per request, and with over without. */
+function withLimit ({ scenario, service, limited }) {
+  return markdownTable(
+    ['scenario', 'server', 'req/s', 'p99 ms', 'CPU µs', 'PG µs', 'req/s with/without', 'CPU with/without'],
+    [['without API_RATE_LIMIT', service], ...Object.entries(limited)].map(([name, summary]) => [
+      scenario, name, summary.rps.toFixed(0), summary.p99.toFixed(2), micros(summary.cpuUs), micros(summary.pgCpuUs),
+      (summary.rps / service.rps).toFixed(2), (summary.cpuUs / service.cpuUs).toFixed(2)
     ]))
 }
 
@@ -235,6 +283,7 @@ async function main (bench) {
   const before = baseline === undefined
     ? undefined
     : await startService(bench.track, dbUrl, SECRET, path.join(tmpDir, 'baseline.log'), { name: `service at ${baseline.commit}`, root: baseline.dir })
+  const limited = ONLY === undefined || LIMITED_SCENARIO.includes(ONLY) ? await startLimited(bench.track, dbUrl, serviceLog) : []
   // The CPU of the whole PostgreSQL server, when it runs on this machine (not Citus's workers)
   const postmaster = await postmasterPid()
   /** One run, with the CPU its server and PostgreSQL spent on it, in µs per request. */
@@ -286,7 +335,8 @@ async function main (bench) {
   for (const scenario of SCENARIOS.filter((s) => ONLY === undefined || s.name.includes(ONLY))) {
     const targets = [
       ...pairs.flatMap((pair) => scenario.serviceOnly ? [pair.service] : [pair.service, pair.reference]),
-      ...before === undefined ? [] : [before]
+      ...before === undefined ? [] : [before],
+      ...scenario.name === LIMITED_SCENARIO ? limited : []
     ]
     const runs = Object.fromEntries(targets.map((target) => [target.name, []]))
     const scenarioFloor = []
@@ -316,7 +366,10 @@ async function main (bench) {
       floor: summarise(scenarioFloor),
       service: summarise(runs[pair.service.name]),
       reference: scenario.serviceOnly ? undefined : summarise(runs[pair.reference.name]),
-      ...i === 0 && before !== undefined ? { baseline: summarise(runs[before.name]) } : {}
+      ...i === 0 && before !== undefined ? { baseline: summarise(runs[before.name]) } : {},
+      ...i === 0 && scenario.name === LIMITED_SCENARIO && limited.length > 0
+        ? { limited: Object.fromEntries(limited.map((target) => [target.name, summarise(runs[target.name])])) }
+        : {}
     }))
   }
 
@@ -326,9 +379,11 @@ async function main (bench) {
   pairs.forEach((pair, i) => console.log(`\n${pairs.length > 1 ? `${pair.engine}:\n` : ''}${table(results[i])}\n`))
   if (pairs.length > 1) console.log(`${engines(results)}\n`)
   if (before !== undefined) console.log(`The service against itself at ${baseline.commit} (BENCH_BASELINE), in the same rounds:\n\n${againstBaseline(results[0])}\n`)
+  const limitedRow = results[0].find((row) => row.limited !== undefined)
+  if (limitedRow !== undefined) console.log(`The service with API_RATE_LIMIT=${HIGH_LIMIT} (never reached), in the same rounds:\n\n${withLimit(limitedRow)}\n`)
   const anomalies = []
-  for (const { scenario, service: s, reference: r, baseline: b } of results.flat()) {
-    for (const [label, summary] of [['service', s], ['reference', r], ['baseline', b]].filter(([, summary]) => summary !== undefined)) {
+  for (const { scenario, service: s, reference: r, baseline: b, limited: l = {} } of results.flat()) {
+    for (const [label, summary] of [['service', s], ['reference', r], ['baseline', b], ...Object.entries(l)].filter(([, summary]) => summary !== undefined)) {
       if (summary.non2xx > 0) anomalies.push(`${scenario}: ${summary.non2xx} non-2xx responses from the ${label}`)
       if (summary.errors > 0) anomalies.push(`${scenario}: ${summary.errors} socket errors/timeouts with the ${label}`)
     }

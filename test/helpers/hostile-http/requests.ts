@@ -51,7 +51,7 @@ export function isValidAuth (auth: AuthSpec): boolean {
   // An HS384 signature (64 characters) has no unused bits, so no twin: it stays intact
   const intact = signature === 'intact' || (signature === 'last character\'s twin' && alg === 'HS384')
   return HMAC_ALGS[alg] !== undefined && ACCEPTED_EXP.has(exp) && nbf !== 'in 10 min' && !crit &&
-    payload === 'object' && intact && (header === 'ours' || header === 'no typ')
+    payload === 'object' && intact && header === 'ours'
 }
 
 export type HostSpec = 'normal' | 'absent' | 'twice' | 'empty' | { garbage: string }
