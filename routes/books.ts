@@ -114,7 +114,7 @@ const books: FastifyPluginAsyncTypebox = async (fastify) => {
       ? `${LISTING_START}${first.json}]}`
       // Too many to hold: stream them, page by page, as the client reads
       : listingStream(`${LISTING_START}${first.json}`, first, SMALL_LISTING + 1, readPage,
-        { budget: grownPages, connectionFree: () => listingsRepository.connectionFree(client), readBeyond }))
+        { budget: grownPages, connectionFree: () => listingsRepository.connectionFree(client), readBeyond, tracing: fastify.tracing }))
   }
 
   // Registered inside this plugin, so they guard exactly the book routes: the limit first, so

@@ -36,6 +36,7 @@ import { errorHandler } from './errors.js'
 import { HTTP_SERVER_OPTIONS } from './http.js'
 import { requestLog } from './request-log.js'
 import { markListening } from './start-up.js'
+import { NO_TRACING } from './tracing.js'
 
 /** The largest request body accepted; a book is a few hundred bytes. */
 export const BODY_LIMIT = 64 * 1024
@@ -93,6 +94,8 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
   // database (migrated before anything queries it), the token machinery, and the routes that
   // use all of them
   await fastify.register(env, { environment })
+  // With tracing on, the instance has had its own since it was created (src/tracing-sdk.ts)
+  if (!fastify.hasDecorator('tracing')) fastify.decorate('tracing', NO_TRACING)
   // What fails from now on is no longer a start-up failure (src/start-failure.ts)
   fastify.addHook('onListen', async () => markListening())
   await fastify.register(connections)

@@ -26,6 +26,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { KEEP_ALIVE, event, feedStart, reset, type Change, type ChangeIds } from './changes.js'
 import { Subscription, type CatchUpSource, type FeedResponse, type QueryLimiter } from './changes-subscription.js'
 import type { Timer, Timers } from './timers.js'
+import { NO_TRACING, type Tracing } from './tracing.js'
 
 /** The log keeps every change for at least this long, and at least the last CHANGES_KEPT_COUNT. */
 export const CHANGES_KEPT_HOURS = 24
@@ -74,6 +75,8 @@ export interface ChangesFeedOptions {
   log: Pick<FastifyBaseLogger, 'info' | 'warn'>
   /** Set to the number of open feeds as it changes (a Gauge). */
   subscribers: { set (value: number): void }
+  /** Each poll of the log in a span `changes poll`: one of its own when no request asked for it. */
+  tracing?: Tracing
 }
 
 export class ChangesFeed {
@@ -84,6 +87,7 @@ export class ChangesFeed {
   private readonly timers: Timers
   private readonly log: ChangesFeedOptions['log']
   private readonly subscribers: ChangesFeedOptions['subscribers']
+  private readonly tracing: Tracing
 
   private readonly subscriptions = new Set<Subscription>()
   /** The subscriptions that have caught up: each poll's changes go to them. */
@@ -104,8 +108,9 @@ export class ChangesFeed {
   private failing = false
   private keepAliveTimer: Timer
 
-  constructor ({ changeLog, ids, catchUpQueries, timers, log, subscribers }: ChangesFeedOptions) {
+  constructor ({ changeLog, ids, catchUpQueries, timers, log, subscribers, tracing = NO_TRACING }: ChangesFeedOptions) {
     this.changeLog = changeLog
+    this.tracing = tracing
     this.ids = ids
     this.catchUpSource = {
       ids,
@@ -259,7 +264,8 @@ export class ChangesFeed {
     this.starting ??= (async () => {
       this.position = null
       this.recent = []
-      await this.poll()
+      // For the feed that opens: a span of its request
+      await this.tracing.inSpan('changes poll', {}, () => this.poll())
       this.reading = true
       this.polling = Promise.resolve()
       this.pollTimer = this.timers.setTimeout(() => { this.polling = this.pollOnce() }, POLL_MS)
@@ -278,7 +284,7 @@ export class ChangesFeed {
     if (this.subscriptions.size === 0 || this.ending) return this.stopReading()
     let delay = POLL_MS
     try {
-      if (await this.poll() === POLL_BATCH && ![...this.live].some((subscription) => subscription.tooFarBehind())) delay = 0
+      if (await this.tracing.inSpan('changes poll', { parent: null }, () => this.poll()) === POLL_BATCH && ![...this.live].some((subscription) => subscription.tooFarBehind())) delay = 0
       if (this.failing) this.log.info('reading the change log again')
       this.failing = false
     } catch (err) {

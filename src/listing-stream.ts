@@ -4,6 +4,7 @@
  */
 import { Readable } from 'node:stream'
 import type { Position } from './listing.js'
+import { NO_TRACING, type Tracing } from './tracing.js'
 
 /**
  * Books per query while streaming, at first. A stalled listing holds two pages (below), so this
@@ -48,6 +49,11 @@ export interface ListingResources {
   connectionFree: () => boolean
   /** Reads a page ahead; without it, none is. */
   readBeyond?: ReadPageBeyond | undefined
+  /**
+   * Each page after the first in a span of the listing's request (`listing page`, `listing page
+   * ahead`): the request's own span ends as its answer starts, and these pages are read after.
+   */
+  tracing?: Tracing | undefined
 }
 
 /** A page asked for, its size, and the rows of the budget it holds. */
@@ -85,8 +91,17 @@ interface PageRead {
  * status any more: the stream errors, the connection is cut and the body stays incomplete JSON,
  * so no client takes a partial list for the whole one.
  */
-export function listingStream (head: string, first: ListingPage, firstLimit: number, readPage: ReadPage,
-  { budget, connectionFree, readBeyond }: ListingResources): Readable {
+export function listingStream (head: string, first: ListingPage, firstLimit: number, readPageOf: ReadPage,
+  { budget, connectionFree, readBeyond: readBeyondOf, tracing = NO_TRACING }: ListingResources): Readable {
+  const request = tracing.current()
+  const readPage: ReadPage = tracing === NO_TRACING
+    ? readPageOf
+    : (after, limit, signal) => tracing.inSpan('listing page', { parent: request, attributes: { 'bookkeeping.page.limit': limit } },
+        () => readPageOf(after, limit, signal))
+  const readBeyond: ReadPageBeyond | undefined = tracing === NO_TRACING || readBeyondOf === undefined
+    ? readBeyondOf
+    : (after, skip, limit, signal) => tracing.inSpan('listing page ahead', { parent: request, attributes: { 'bookkeeping.page.limit': limit } },
+        () => readBeyondOf(after, skip, limit, signal))
   // Aborted once the stream is destroyed: after its end, or early (the client left, a page failed)
   const departed = new AbortController()
   const track = (read: PageRead): PageRead => {

@@ -9,6 +9,7 @@ import fp from 'fastify-plugin'
 import { batched } from '../../src/db/batch.js'
 import { boundedQueryOn } from '../../src/db/bounded-query.js'
 import type { SqlDialect } from '../../src/db/dialect.js'
+import type { Tracing } from '../../src/tracing.js'
 import type { Book, BookCreate, BookPatch } from '../../src/schemas/book.js'
 import { CREATE, CREATE_ONE, DELETE, EXISTS, FIND, STORED_KEYS, UPDATE, UPDATE_ONE } from '../../src/db/books-sql.js'
 
@@ -101,14 +102,14 @@ function knownKey (call: CreateCall, stored: StoredKey | undefined): CreateOutco
  * Deletes and the existence check of a bad PUT are single statements. How a batch of creates or
  * updates is sent, in one statement or one per book, is the dialect's (src/db/dialect.ts).
  */
-function createBooksRepository (pg: PostgresDb, dialect: SqlDialect) {
+function createBooksRepository (pg: PostgresDb, dialect: SqlDialect, tracing: Tracing) {
   const query = boundedQueryOn(pg.pool)
 
   const finds = batched<string, StoredBook | null>(async (ids) => {
     const { rows } = await query<BookRow>(FIND, [ids])
     const byId = new Map(rows.map((row) => [row.id, toStored(row)]))
     return ids.map((id) => byId.get(id) ?? null)
-  })
+  }, globalThis, { tracing, name: 'books find' })
 
   /** One statement for a batch of creates (`CREATE`), the keys another instance stored read afresh. */
   async function createTogether (calls: readonly CreateCall[]): Promise<Array<CreateOutcome | Error>> {
@@ -159,7 +160,8 @@ function createBooksRepository (pg: PostgresDb, dialect: SqlDialect) {
     return { outcome: 'created', book: { ...bookFields(call.book), id: Number(row!.id) } }
   }
 
-  const creates = batched<CreateCall, CreateOutcome>((calls) => dialect.sendWrites(calls, { together: createTogether, alone: createAlone }))
+  const creates = batched<CreateCall, CreateOutcome>((calls) => dialect.sendWrites(calls, { together: createTogether, alone: createAlone }),
+    globalThis, { tracing, name: 'books create' })
   // Keys of creates in flight in this instance; a statement never holds one key twice
   const keysInFlight = new Set<string>()
 
@@ -192,7 +194,8 @@ function createBooksRepository (pg: PostgresDb, dialect: SqlDialect) {
     return row === undefined ? null : toStored(row)
   }
 
-  const updates = batched<UpdateCall, StoredBook | null>((calls) => dialect.sendWrites(calls, { together: updateTogether, alone: updateAlone }))
+  const updates = batched<UpdateCall, StoredBook | null>((calls) => dialect.sendWrites(calls, { together: updateTogether, alone: updateAlone }),
+    globalThis, { tracing, name: 'books update' })
 
   /** Whether the book a call with `versions` did not change is there (`mismatch`) or not. */
   async function unchanged (id: string, versions: number[] | null): Promise<'missing' | 'mismatch'> {
@@ -242,5 +245,5 @@ function createBooksRepository (pg: PostgresDb, dialect: SqlDialect) {
 }
 
 export default fp(async function booksRepository (fastify) {
-  fastify.decorate('booksRepository', createBooksRepository(fastify.pg, fastify.sqlDialect))
+  fastify.decorate('booksRepository', createBooksRepository(fastify.pg, fastify.sqlDialect, fastify.tracing))
 }, { name: 'books-repository', dependencies: ['postgres', 'migrate'] })

@@ -32,7 +32,8 @@ export default fp(async function changesFeed (fastify) {
     catchUpQueries: readBudget,
     timers: nodeTimers,
     log,
-    subscribers
+    subscribers,
+    tracing: fastify.tracing
   })
   fastify.decorate('changesFeed', feed)
 

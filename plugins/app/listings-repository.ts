@@ -16,6 +16,7 @@ import { boundedQueryOn, boundedTransaction } from '../../src/db/bounded-query.j
 import type { SqlDialect } from '../../src/db/dialect.js'
 import { ListingOverBudget, hasFilter, type Position, type Walk } from '../../src/listing.js'
 import type { ListingPage, PageBeyond } from '../../src/listing-stream.js'
+import type { Tracing } from '../../src/tracing.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -182,7 +183,7 @@ function walkPageQuery (
  * is read for (`client`), which holds at most its share of that part (src/listing-slots.ts); the
  * batched first pages of plain listings count for none.
  */
-function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['readBudget'], dialect: SqlDialect, budgetMs: number) {
+function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['readBudget'], dialect: SqlDialect, budgetMs: number, tracing: Tracing) {
   const query = boundedQueryOn(pg.pool)
   const { slots } = readBudget
   const budget = budgetSettings(budgetMs)
@@ -265,7 +266,7 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
     // One statement for the listings of any number of clients: it counts for none of them
     const pages = new Map([...new Set(limits)].map((limit) => [limit, pageAfter('0', limit, null)]))
     return Promise.all(limits.map((limit) => pages.get(limit)!))
-  })
+  }, globalThis, { tracing, name: 'listing first pages' })
 
   return {
     /** The start of the listing: up to `limit` books with the lowest ids. */
@@ -299,5 +300,5 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
 }
 
 export default fp(async function listingsRepository (fastify) {
-  fastify.decorate('listingsRepository', createListingsRepository(fastify.pg, fastify.readBudget, fastify.sqlDialect, fastify.config.LISTING_BUDGET_MS))
+  fastify.decorate('listingsRepository', createListingsRepository(fastify.pg, fastify.readBudget, fastify.sqlDialect, fastify.config.LISTING_BUDGET_MS, fastify.tracing))
 }, { name: 'listings-repository', dependencies: ['postgres', 'migrate', 'read-budget', 'env'] })

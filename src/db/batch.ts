@@ -1,4 +1,5 @@
 import DataLoader from 'dataloader'
+import { NO_TRACING, type SpanReference, type Tracing } from '../tracing.js'
 
 /** Never more statements' worth of work in one batch than this. */
 export const MAX_BATCH = 256
@@ -26,11 +27,27 @@ export interface BatchTimers {
  * `run` gets the keys in call order and answers each, in the same order, with a value or an
  * Error. If it throws, every call of the batch fails with that error. No caching: every call
  * reads or writes afresh.
+ *
+ * With tracing on (`traced`), each batch runs in a span of its own, named `traced.name`, whose
+ * statements are its children: a child of the span of the batch's first call, linked to the span
+ * of every call it answers, so each request's trace leads to the statement that answered it.
  */
 export function batched<K, V> (
   run: (keys: readonly K[]) => Promise<ArrayLike<V | Error>>,
-  timers: BatchTimers = globalThis
-): DataLoader<K, V> {
+  timers: BatchTimers = globalThis,
+  traced?: { tracing: Tracing, name: string }
+): Pick<DataLoader<K, V>, 'load'> {
+  if (traced === undefined || traced.tracing === NO_TRACING) return loader(run, timers)
+  const { tracing, name } = traced
+  const calls = loader<{ key: K, from: SpanReference | undefined }, V>((batch) => tracing.inSpan(name, {
+    parent: batch[0]!.from,
+    links: batch.map((call) => call.from),
+    attributes: { 'bookkeeping.batch.size': batch.length }
+  }, () => run(batch.map((call) => call.key))), timers)
+  return { load: (key) => calls.load({ key, from: tracing.current() }) }
+}
+
+function loader<K, V> (run: (keys: readonly K[]) => Promise<ArrayLike<V | Error>>, timers: BatchTimers): DataLoader<K, V> {
   let previous: Promise<unknown> = Promise.resolve()
   return new DataLoader<K, V>((keys) => {
     const answers = run(keys)

@@ -2,7 +2,7 @@
  * The feed of changes (src/changes-feed.ts, with src/changes-subscription.ts for each client's
  * feed) on a change log in memory, its time moved by the test: polling, fan-out, catch-up from
  * memory and from the log, resets, keep-alives, the token's expiry, a failing log, a client that
- * stops reading, pruning, close. The same feed on a real database and real sockets:
+ * stops reading, pruning, close, the spans of its polls. The same feed on a real database and real sockets:
  * test/app/changes.test.ts.
  */
 import type { Readable } from 'node:stream'
@@ -15,6 +15,7 @@ import {
 } from '../../src/changes-feed.js'
 import { CATCH_UP_PAGE, MAX_PENDING_BYTES, type QueryLimiter } from '../../src/changes-subscription.js'
 import type { Timer, Timers } from '../../src/timers.js'
+import type { Tracing } from '../../src/tracing.js'
 
 const ids = changeIds('a secret of the tests, long enough for any key')
 
@@ -456,4 +457,29 @@ t.test('endFeeds, as the close begins: every feed ends, new ones refused, the ti
   t.equal(timers.scheduled, 2, 'the reader\'s and the keep-alives\' timers, until close')
   await feed.close()
   t.equal(timers.scheduled, 0)
+})
+
+t.test('with tracing, each poll in a span `changes poll`: the one that starts the reader where the feed opens, the later ones in traces of their own', async (t) => {
+  const timers = new ManualTimers()
+  const changeLog = new MemoryLog(timers)
+  const polls: Array<{ parent: unknown, reads: number }> = []
+  const tracing: Tracing = {
+    current: () => undefined,
+    async inSpan (name, { parent }, work) {
+      t.equal(name, 'changes poll')
+      const readsBefore = changeLog.reads
+      const result = await work()
+      polls.push({ parent, reads: changeLog.reads - readsBefore })
+      return result
+    }
+  }
+  const feed = new ChangesFeed({
+    changeLog, ids, catchUpQueries: async (fn) => await fn(), timers, log: { info () {}, warn () {} }, subscribers: { set () {} }, tracing
+  })
+  t.teardown(() => feed.close())
+  reader(await feed.open(undefined, timers.now() + 3_600_000, new PassThrough()))
+  t.strictSame(polls, [{ parent: undefined, reads: 1 }], 'the first poll: within the request that opened the feed')
+  changeLog.write(1)
+  await timers.advance(2 * POLL_MS)
+  t.strictSame(polls.slice(1), [{ parent: null, reads: 1 }, { parent: null, reads: 1 }], 'each later poll: a span with no parent, around its read')
 })

@@ -1,11 +1,13 @@
 /**
  * `batched`: when a batch is sent (end of the turn, when its predecessor answers, or after
  * MAX_WAIT_MS at most), what goes in it (call order, MAX_BATCH, no cache) and how answers and
- * failures reach each call. Each loader gets a clock of the test's own (`ManualTimers`), which
+ * failures reach each call; with tracing, the span of each batch and its links. Each loader gets a clock of the test's own (`ManualTimers`), which
  * moves only when the test moves it: nothing here sleeps.
  */
+import DataLoader from 'dataloader'
 import t from 'tap'
 import { MAX_BATCH, MAX_WAIT_MS, batched, type BatchTimers } from '../../../src/db/batch.js'
+import { NO_TRACING, type SpanReference, type Tracing } from '../../../src/tracing.js'
 
 interface Pending { at: number, order: number, callback: () => void }
 
@@ -256,4 +258,48 @@ t.test('each batched loader waits only for its own batches', async (t) => {
   t.strictSame(other.keysOfCalls(), [['free']], 'not held back by the other loader\'s running batch')
   other.calls[0]!.answer(['FREE'])
   t.equal(await load, 'FREE')
+})
+
+t.test('traced: each batch in a span of its own, a child of its first call\'s span, linked to the span of every call', async (t) => {
+  const timers = new ManualTimers()
+  const { calls, run } = controlledRun()
+  // A tracing whose current span is whatever the test says, and which records the spans asked for
+  let current: string | undefined
+  const spans: Array<{ name: string, parent: unknown, links: unknown, attributes: unknown, running: boolean }> = []
+  const tracing: Tracing = {
+    current: () => current as SpanReference | undefined,
+    async inSpan (name, { parent, links, attributes }, work) {
+      const span = { name, parent, links, attributes, running: true }
+      spans.push(span)
+      try {
+        return await work()
+      } finally {
+        span.running = false
+      }
+    }
+  }
+  const loader = batched(run, timers, { tracing, name: 'books find' })
+  const loads = ['request a', undefined, 'request c'].map((span, i) => {
+    current = span
+    return loader.load(`key ${i}`)
+  })
+  await timers.nextTurn()
+  t.strictSame(calls.map((call) => call.keys), [['key 0', 'key 1', 'key 2']], 'the keys as they were loaded')
+  t.strictSame(spans, [{
+    name: 'books find', parent: 'request a', links: ['request a', undefined, 'request c'], attributes: { 'bookkeeping.batch.size': 3 }, running: true
+  }], 'one span while the batch runs')
+  calls[0]!.answer(['A', 'B', 'C'])
+  t.strictSame(await Promise.all(loads), ['A', 'B', 'C'], 'each call its answer')
+  t.equal(spans[0]!.running, false, 'ended with the batch')
+})
+
+t.test('tracing off: no span asked for, the plain loader', async (t) => {
+  const timers = new ManualTimers()
+  const { calls, run } = controlledRun()
+  const loader = batched(run, timers, { tracing: NO_TRACING, name: 'books find' })
+  t.ok(loader instanceof DataLoader, 'DataLoader itself, nothing wrapped around it')
+  const load = loader.load('k')
+  await timers.nextTurn()
+  calls[0]!.answer(['K'])
+  t.equal(await load, 'K')
 })
