@@ -14,12 +14,18 @@ import {
   type ChangeLog
 } from '../../src/changes-feed.js'
 import { CATCH_UP_PAGE, MAX_PENDING_BYTES, type QueryLimiter } from '../../src/changes-subscription.js'
+import { CatchUpScheduler } from '../../src/catch-up-scheduler.js'
 import type { Timer, Timers } from '../../src/timers.js'
 
 const ids = changeIds('a secret of the tests, long enough for any key')
 
-/** Lets every promise, stream event and callback that is due run, as the event loop would. */
-const settle = () => new Promise<void>((resolve) => setImmediate(resolve))
+/**
+ * Lets every promise, stream event and callback that is due run, as the event loop would: a few
+ * turns of it, since each slice of a catch-up runs from a turn of its own (src/catch-up-scheduler.ts).
+ */
+async function settle () {
+  for (let turn = 0; turn < 20; turn++) await new Promise<void>((resolve) => setImmediate(resolve))
+}
 
 /** A clock that moves only when the test says, running each timer as its time comes. */
 class ManualTimers implements Timers {
@@ -188,6 +194,8 @@ function feedOf (t: Test, { catchUpQueries = async (fn) => await fn() }: { catch
     changeLog,
     ids,
     catchUpQueries,
+    // On the test's clock, which stands still during a slice: each slice sends a whole page
+    catchUpScheduler: new CatchUpScheduler(timers, () => timers.now()),
     timers,
     log: { info: line('info'), warn: line('warn') },
     subscribers: { set: (value) => { gauge.push(value) } }
@@ -330,8 +338,15 @@ t.test('a log that lost changes the feed sent, or pruned changes it had not: eve
   await changeLog.placeChanges(PLACE_BATCH)
   changeLog.keepOnly(11)
   await timers.advance(POLL_MS)
-  t.strictSame(client.events.at(-1), 'reset 8', 'changes 9 and 10 pruned before it read them: reset')
+  t.strictSame(client.events.at(-1), 'reset 10', 'changes 9 and 10 pruned before it read them: reset, going on after 10')
   t.match(lines.at(-1), /^warn changes this instance had not sent were pruned: every feed is reset/)
+  const warnings = lines.length
+  await timers.advance(POLL_MS)
+  t.strictSame(client.events.slice(-4), ['reset 10', 'created 11', 'created 12', 'created 13'], 'then the oldest change kept and the rest, once each')
+  changeLog.write(1)
+  await timers.advance(10 * POLL_MS)
+  t.strictSame(client.events.slice(-2), ['created 13', 'created 14'], 'and on, live, with no reset again')
+  t.equal(lines.length, warnings, 'warned once')
 })
 
 t.test('a keep-alive comment every KEEP_ALIVE_MS on every feed', async (t) => {
