@@ -13,11 +13,9 @@
  *   (PgBouncer) delivers no notifications.
  * - The last RECENT_CHANGES changes in memory, so that a client that reconnects (after a dropped
  *   connection, or a restart of another instance) resumes without a query; one further behind
- *   catches up from the log. The feeds that catch up take turns at slices of CPU time, all
- *   together a bounded share of it (`CatchUpScheduler`, src/catch-up-scheduler.ts, one per feed
- *   of an instance): live requests and live feeds keep the rest.
- * - When a poll finds that changes it had not sent were pruned meanwhile, every live feed gets
- *   `reset` and goes on from the oldest change still kept.
+ *   catches up from the log, in turns at a bounded share of the CPU (src/catch-up-scheduler.ts),
+ *   each change formatted once for all (src/catch-up-texts.ts).
+ * - A poll that finds changes it had not sent pruned resets every live feed, on from the oldest kept.
  * - A subscriber that takes none of what it was sent beyond MAX_PENDING_BYTES gets `reset` as
  *   the next changes come, and its response ends.
  * - A keep-alive comment every KEEP_ALIVE_MS on every feed.
@@ -29,6 +27,7 @@ import type { Readable } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
 import { KEEP_ALIVE, event, feedStart, reset, type Change, type ChangeIds } from './changes.js'
 import type { CatchUpScheduler } from './catch-up-scheduler.js'
+import { CatchUpTexts } from './catch-up-texts.js'
 import { Subscription, type CatchUpSource, type FeedResponse, type QueryLimiter } from './changes-subscription.js'
 import type { Timer, Timers } from './timers.js'
 
@@ -75,7 +74,6 @@ export interface ChangesFeedOptions {
   /** The change ids of the events, signed for this deployment (src/changes.ts). */
   ids: ChangeIds
   catchUpQueries: QueryLimiter
-  /** The slices of CPU time the feeds that catch up share (src/catch-up-scheduler.ts): this instance's own. */
   catchUpScheduler: CatchUpScheduler
   timers: Timers
   log: Pick<FastifyBaseLogger, 'info' | 'warn'>
@@ -87,8 +85,7 @@ export class ChangesFeed {
   readonly ids: ChangeIds
   private readonly changeLog: ChangeLog
   /** What a feed that opens behind catches up from: this instance's feed. */
-  private readonly catchUpSource: CatchUpSource
-  private readonly catchUpScheduler: CatchUpScheduler
+  private readonly catchUpSource: CatchUpSource & { scheduler: CatchUpScheduler }
   private readonly timers: Timers
   private readonly log: ChangesFeedOptions['log']
   private readonly subscribers: ChangesFeedOptions['subscribers']
@@ -115,17 +112,17 @@ export class ChangesFeed {
   constructor ({ changeLog, ids, catchUpQueries, catchUpScheduler, timers, log, subscribers }: ChangesFeedOptions) {
     this.changeLog = changeLog
     this.ids = ids
+    const catchUpTexts = new CatchUpTexts((change) => this.text(change))
     this.catchUpSource = {
       ids,
       catchUpQueries,
       sent: () => this.position!,
       recent: () => ({ from: this.recentFrom, entries: this.recent }),
       changesAfter: (position, limit) => changeLog.changesAfter(position, limit),
-      text: (change) => this.text(change),
+      text: (change) => catchUpTexts.text(change),
       scheduler: catchUpScheduler,
       live: (subscription) => { this.live.add(subscription) }
     }
-    this.catchUpScheduler = catchUpScheduler
     this.timers = timers
     this.log = log
     this.subscribers = subscribers
@@ -186,7 +183,7 @@ export class ChangesFeed {
   /** Ends every feed, stops the reader and the keep-alives, and waits for a poll under way. */
   async close (): Promise<void> {
     this.endFeeds()
-    this.catchUpScheduler.close()
+    this.catchUpSource.scheduler.close()
     this.stopReading()
     this.timers.clearTimeout(this.keepAliveTimer)
     await this.polling
@@ -257,8 +254,6 @@ export class ChangesFeed {
     }
     if (changes.length === 0) return 0
     if (changes[0]!.position !== this.position + 1) {
-      // The feed goes on from the oldest change still kept: read again from here, the log would
-      // answer the same changes and the same gap at every poll
       this.startOver(changes[0]!.position - 1, 'changes this instance had not sent were pruned: every feed is reset')
       return 0
     }
