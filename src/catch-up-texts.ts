@@ -8,7 +8,7 @@
 import type { Change } from './changes.js'
 
 /** Events kept: about 3 MB. */
-export const CATCH_UP_TEXTS = 10_000
+const CATCH_UP_TEXTS = 10_000
 
 export class CatchUpTexts {
   /** Oldest first (a Map keeps its insertion order). */
