@@ -10,16 +10,27 @@
  *   once its last is done, so the feeds that have work take turns (round-robin), whatever their
  *   number or how far behind each is.
  * - All slices together take at most CATCH_UP_SHARE of the time (a token bucket: time is credited
- *   at that rate, up to one slice ahead, and each slice spends what it took); when the credit is
- *   spent, the next slice waits for it with a timer. The rest of the CPU stays with live requests
- *   and the live feeds, however many feeds catch up.
+ *   at that rate, up to one slice ahead, and each slice spends what it took, its sends' writes
+ *   included); when the credit is spent, the next slice waits for it with a timer. What a
+ *   catch-up costs beyond its slices (reading its pages from the database, the collection of
+ *   what they allocated) is about as much again, or more: so when the event loop has been busy
+ *   more than BUSY_UTILIZATION of the last UTILIZATION_WINDOW_MS, whatever made it so, the
+ *   slices get BUSY_SHARE only. The rest of the CPU stays with live requests and the live feeds,
+ *   however many feeds catch up.
  */
+import { performance } from 'node:perf_hooks'
 import type { Timer, Timers } from './timers.js'
 
 /** The longest a slice runs before it hands back: what it adds at most to a live request's wait. */
 export const SLICE_MS = 2
-/** The share of the time that all catch-ups of an instance may take together. */
+/** The share of the time that the slices of all catch-ups of an instance may take together. */
 export const CATCH_UP_SHARE = 0.25
+/** Their share while the event loop is busy: what keeps every catch-up going, however busy. */
+export const BUSY_SHARE = 0.05
+/** The event loop's utilization (busy time over time) above which it is busy. */
+export const BUSY_UTILIZATION = 0.5
+/** How often the utilization is looked at, over the time since the last look. */
+const UTILIZATION_WINDOW_MS = 100
 
 /** A slice's work: sends what it can while `more()` holds, synchronously. */
 export type SliceWork = (more: () => boolean) => void
@@ -39,17 +50,22 @@ export class CatchUpScheduler {
   /** The slice time not yet spent, in ms (negative: spent ahead). */
   private credit = SLICE_MS
   private creditedAt: number
+  /** The share now: CATCH_UP_SHARE, or BUSY_SHARE while the event loop is busy. */
+  private share = CATCH_UP_SHARE
+  private lookedAt: number
 
   /**
    * `clock`: a monotonic clock in ms with sub-millisecond precision (performance.now in
-   * production); `immediate`: what runs a callback after the event loop's pending I/O.
+   * production); `utilization`: the event loop's utilization since it was last asked (from
+   * performance.eventLoopUtilization in production).
    */
   constructor (
     private readonly timers: Timers,
     private readonly clock: () => number = () => performance.now(),
-    private readonly immediate: (callback: () => void) => void = setImmediate
+    private readonly utilization: () => number = eventLoopUtilization()
   ) {
     this.creditedAt = clock()
+    this.lookedAt = this.creditedAt
   }
 
   /**
@@ -73,8 +89,12 @@ export class CatchUpScheduler {
   }
 
   private refill (now: number) {
-    this.credit = Math.min(SLICE_MS, this.credit + (now - this.creditedAt) * CATCH_UP_SHARE)
+    this.credit = Math.min(SLICE_MS, this.credit + (now - this.creditedAt) * this.share)
     this.creditedAt = now
+    if (now - this.lookedAt >= UTILIZATION_WINDOW_MS) {
+      this.lookedAt = now
+      this.share = this.utilization() > BUSY_UTILIZATION ? BUSY_SHARE : CATCH_UP_SHARE
+    }
   }
 
   private schedule () {
@@ -82,20 +102,21 @@ export class CatchUpScheduler {
     this.due = true
     this.refill(this.clock())
     if (this.credit > 0) {
-      this.immediate(() => this.run())
+      setImmediate(() => this.run())
     } else {
       this.timer = this.timers.setTimeout(() => {
         this.timer = undefined
         this.run()
-      }, Math.ceil(-this.credit / CATCH_UP_SHARE))
+      }, Math.ceil(-this.credit / this.share))
     }
   }
 
   private run () {
-    this.due = false
-    if (this.closed) return
-    const next = this.waiting.shift()
-    if (next === undefined) return
+    const next = this.closed ? undefined : this.waiting.shift()
+    if (next === undefined) {
+      this.due = false
+      return
+    }
     const started = this.clock()
     const until = started + SLICE_MS
     try {
@@ -104,9 +125,24 @@ export class CatchUpScheduler {
     } catch (err) {
       next.failed(err)
     }
-    const ended = this.clock()
-    this.refill(ended)
-    this.credit -= ended - started
-    this.schedule()
+    // After the writes of what the slice sent: a response writes on the next tick
+    process.nextTick(() => {
+      this.due = false
+      const ended = this.clock()
+      this.refill(ended)
+      this.credit -= ended - started
+      this.schedule()
+    })
+  }
+}
+
+/** The event loop's utilization since the last call, from Node's own measure. */
+function eventLoopUtilization (): () => number {
+  let last = performance.eventLoopUtilization()
+  return () => {
+    const now = performance.eventLoopUtilization()
+    const { utilization } = performance.eventLoopUtilization(now, last)
+    last = now
+    return utilization
   }
 }

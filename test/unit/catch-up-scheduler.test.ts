@@ -6,7 +6,7 @@
  * a real process: test/process/alone/feed-catch-up.test.ts.
  */
 import t from 'tap'
-import { CATCH_UP_SHARE, CatchUpScheduler, SLICE_MS } from '../../src/catch-up-scheduler.js'
+import { BUSY_SHARE, BUSY_UTILIZATION, CATCH_UP_SHARE, CatchUpScheduler, SLICE_MS } from '../../src/catch-up-scheduler.js'
 import type { Timer, Timers } from '../../src/timers.js'
 
 /** A clock that work moves on, and timers that fire for real after the clock is moved to their time. */
@@ -37,7 +37,7 @@ class TestClock implements Timers {
 
 t.test('a slice runs until SLICE_MS have passed, then hands back; the next feed takes its turn', async (t) => {
   const clock = new TestClock()
-  const scheduler = new CatchUpScheduler(clock, () => clock.now())
+  const scheduler = new CatchUpScheduler(clock, () => clock.now(), () => 0)
   const order: string[] = []
   /** A feed with `units` of work, each taking 0.5 ms, in slices; records each slice as `name:units`. */
   const feed = async (name: string, units: number) => {
@@ -60,10 +60,10 @@ t.test('a slice runs until SLICE_MS have passed, then hands back; the next feed 
   ], 'each slice stops at SLICE_MS; the feeds take turns in the order they asked')
 })
 
-t.test('all the slices together take at most CATCH_UP_SHARE of the time', async (t) => {
-  const clock = new TestClock()
-  const scheduler = new CatchUpScheduler(clock, () => clock.now())
+/** Three feeds with 100 slices of work each on `scheduler`: the share of the time their slices took. */
+async function shareTaken (clock: TestClock, scheduler: CatchUpScheduler): Promise<number> {
   let busy = 0
+  const started = clock.time
   const feed = async () => {
     for (let i = 0; i < 100; i++) {
       await scheduler.slice((more) => {
@@ -75,14 +75,26 @@ t.test('all the slices together take at most CATCH_UP_SHARE of the time', async 
     }
   }
   await Promise.all([feed(), feed(), feed()])
-  const share = busy / clock.time
+  return busy / (clock.time - started)
+}
+
+t.test('all the slices together take at most CATCH_UP_SHARE of the time', async (t) => {
+  const clock = new TestClock()
+  const share = await shareTaken(clock, new CatchUpScheduler(clock, () => clock.now(), () => BUSY_UTILIZATION))
   t.ok(share <= CATCH_UP_SHARE + 0.01, `the slices took ${(100 * share).toFixed(1)}% of the time`)
   t.ok(share >= CATCH_UP_SHARE * 0.8, 'and nearly all of their share, when they have work')
 })
 
+t.test('while the event loop is busy, BUSY_SHARE of the time at most', async (t) => {
+  const clock = new TestClock()
+  const share = await shareTaken(clock, new CatchUpScheduler(clock, () => clock.now(), () => BUSY_UTILIZATION + 0.01))
+  t.ok(share <= BUSY_SHARE + 0.01, `the slices took ${(100 * share).toFixed(1)}% of the time`)
+  t.ok(share >= BUSY_SHARE * 0.8, 'and still nearly all of that, when they have work')
+})
+
 t.test('what the event loop has to do runs between two slices', async (t) => {
   const clock = new TestClock()
-  const scheduler = new CatchUpScheduler(clock, () => clock.now())
+  const scheduler = new CatchUpScheduler(clock, () => clock.now(), () => 0)
   const order: string[] = []
   const first = scheduler.slice(() => {
     order.push('slice 1')
@@ -96,7 +108,7 @@ t.test('what the event loop has to do runs between two slices', async (t) => {
 
 t.test('a slice whose work throws rejects its caller alone', async (t) => {
   const clock = new TestClock()
-  const scheduler = new CatchUpScheduler(clock, () => clock.now())
+  const scheduler = new CatchUpScheduler(clock, () => clock.now(), () => 0)
   const failing = scheduler.slice(() => { throw new Error('broken') })
   const next = scheduler.slice(() => {})
   await t.rejects(failing, /broken/)
@@ -105,7 +117,7 @@ t.test('a slice whose work throws rejects its caller alone', async (t) => {
 
 t.test('close: the slices waiting resolve without running, no timer is left, later ones never run', async (t) => {
   const clock = new TestClock()
-  const scheduler = new CatchUpScheduler(clock, () => clock.now())
+  const scheduler = new CatchUpScheduler(clock, () => clock.now(), () => 0)
   const ran: number[] = []
   // Spends the credit: the next slice waits for a timer
   await scheduler.slice(() => { clock.time += 10 * SLICE_MS })
