@@ -14,8 +14,8 @@
  *   included); when the credit is spent, the next slice waits for it with a timer. What a
  *   catch-up costs beyond its slices (reading its pages from the database, the collection of
  *   what they allocated) is about as much again, or more: so when the event loop has been busy
- *   more than BUSY_UTILIZATION of the last UTILIZATION_WINDOW_MS, whatever made it so, the
- *   slices get BUSY_SHARE only. The rest of the CPU stays with live requests and the live feeds,
+ *   besides the slices more than BUSY_UTILIZATION of the last UTILIZATION_WINDOW_MS, with live
+ *   requests or with that cost, the slices get BUSY_SHARE only. The rest of the CPU stays with live requests and the live feeds,
  *   however many feeds catch up.
  */
 import { performance } from 'node:perf_hooks'
@@ -27,7 +27,7 @@ export const SLICE_MS = 2
 export const CATCH_UP_SHARE = 0.25
 /** Their share while the event loop is busy: what keeps every catch-up going, however busy. */
 export const BUSY_SHARE = 0.05
-/** The event loop's utilization (busy time over time) above which it is busy. */
+/** The event loop's utilization (busy time over time) besides the slices above which it is busy. */
 export const BUSY_UTILIZATION = 0.5
 /** How often the utilization is looked at, over the time since the last look. */
 const UTILIZATION_WINDOW_MS = 100
@@ -53,6 +53,8 @@ export class CatchUpScheduler {
   /** The share now: CATCH_UP_SHARE, or BUSY_SHARE while the event loop is busy. */
   private share = CATCH_UP_SHARE
   private lookedAt: number
+  /** The slices' time since the utilization was last looked at. */
+  private sliced = 0
 
   /**
    * `clock`: a monotonic clock in ms with sub-millisecond precision (performance.now in
@@ -92,8 +94,10 @@ export class CatchUpScheduler {
     this.credit = Math.min(SLICE_MS, this.credit + (now - this.creditedAt) * this.share)
     this.creditedAt = now
     if (now - this.lookedAt >= UTILIZATION_WINDOW_MS) {
+      const besides = this.utilization() - this.sliced / (now - this.lookedAt)
+      this.share = besides > BUSY_UTILIZATION ? BUSY_SHARE : CATCH_UP_SHARE
       this.lookedAt = now
-      this.share = this.utilization() > BUSY_UTILIZATION ? BUSY_SHARE : CATCH_UP_SHARE
+      this.sliced = 0
     }
   }
 
@@ -131,6 +135,7 @@ export class CatchUpScheduler {
       const ended = this.clock()
       this.refill(ended)
       this.credit -= ended - started
+      this.sliced += ended - started
       this.schedule()
     })
   }

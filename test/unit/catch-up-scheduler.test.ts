@@ -78,16 +78,16 @@ async function shareTaken (clock: TestClock, scheduler: CatchUpScheduler): Promi
   return busy / (clock.time - started)
 }
 
-t.test('all the slices together take at most CATCH_UP_SHARE of the time', async (t) => {
+t.test('all the slices together take at most CATCH_UP_SHARE of the time; the event loop\'s time in them is not its being busy', async (t) => {
   const clock = new TestClock()
-  const share = await shareTaken(clock, new CatchUpScheduler(clock, () => clock.now(), () => BUSY_UTILIZATION))
+  const share = await shareTaken(clock, new CatchUpScheduler(clock, () => clock.now(), () => CATCH_UP_SHARE + BUSY_UTILIZATION - 0.05))
   t.ok(share <= CATCH_UP_SHARE + 0.01, `the slices took ${(100 * share).toFixed(1)}% of the time`)
   t.ok(share >= CATCH_UP_SHARE * 0.8, 'and nearly all of their share, when they have work')
 })
 
-t.test('while the event loop is busy, BUSY_SHARE of the time at most', async (t) => {
+t.test('while the event loop is busy besides the slices, BUSY_SHARE of the time at most', async (t) => {
   const clock = new TestClock()
-  const share = await shareTaken(clock, new CatchUpScheduler(clock, () => clock.now(), () => BUSY_UTILIZATION + 0.01))
+  const share = await shareTaken(clock, new CatchUpScheduler(clock, () => clock.now(), () => 1))
   t.ok(share <= BUSY_SHARE + 0.01, `the slices took ${(100 * share).toFixed(1)}% of the time`)
   t.ok(share >= BUSY_SHARE * 0.8, 'and still nearly all of that, when they have work')
 })
