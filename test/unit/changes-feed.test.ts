@@ -184,18 +184,20 @@ function heldQueries () {
 const positions = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i)
 
 /** A feed on a log in memory, with its clock, its log lines and its gauge; closed as the test ends. */
-function feedOf (t: Test, { catchUpQueries = async (fn) => await fn() }: { catchUpQueries?: QueryLimiter } = {}) {
+function feedOf (t: Test, { catchUpQueries = async (fn) => await fn(), sliceClock = false }: { catchUpQueries?: QueryLimiter, sliceClock?: boolean } = {}) {
   const timers = new ManualTimers()
   const changeLog = new MemoryLog(timers)
   const lines: string[] = []
   const line = (level: string) => (obj: unknown, msg?: string) => { lines.push(`${level} ${typeof obj === 'string' ? obj : msg}`) }
   const gauge: number[] = []
+  let sliceTime = 0
   const feed = new ChangesFeed({
     changeLog,
     ids,
     catchUpQueries,
-    // On the test's clock, which stands still during a slice: each slice sends a whole page
-    catchUpScheduler: new CatchUpScheduler(timers, () => timers.now()),
+    // On the test's clock, which stands still during a slice: each slice sends a whole page. With
+    // `sliceClock`, a clock that each look moves on: each slice ends after a few dozen changes
+    catchUpScheduler: new CatchUpScheduler(timers, sliceClock ? () => (sliceTime += 0.05) : () => timers.now(), () => 0),
     timers,
     log: { info: line('info'), warn: line('warn') },
     subscribers: { set: (value) => { gauge.push(value) } }
@@ -291,6 +293,22 @@ t.test('a feed that resumes from the log catches up a page at a time while the f
   await timers.advance(POLL_MS)
   t.strictSame(resumed.changes, positions(101, 1607), 'then live: every change once, in order')
   t.strictSame(live.changes, positions(1001, 1607))
+})
+
+t.test('feeds catching up in slices that end mid-page, while changes come and polls run, receive each change once, in order', async (t) => {
+  const { timers, changeLog, open } = feedOf(t, { sliceClock: true })
+  changeLog.write(3 * CATCH_UP_PAGE + 7)
+  await changeLog.placeChanges(PLACE_BATCH)
+  const live = await open()
+  const clients = [await open(0), await open(CATCH_UP_PAGE + 3)]
+  for (let round = 0; round < 400 && clients.some((client) => client.changes.at(-1) !== live.changes.at(-1)); round++) {
+    if (round < 50) changeLog.write(7)
+    await timers.advance(POLL_MS)
+  }
+  const last = 3 * CATCH_UP_PAGE + 7 + 50 * 7
+  t.equal(live.changes.at(-1), last, 'the live feed has every change')
+  t.strictSame(clients[0]!.changes, positions(1, last), 'from the start: every change once, in order')
+  t.strictSame(clients[1]!.changes, positions(CATCH_UP_PAGE + 4, last), 'from the middle of a page too')
 })
 
 t.test('a feed that resumes from an id past what the log keeps gets `reset`, then goes on live', async (t) => {

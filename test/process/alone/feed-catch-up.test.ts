@@ -9,7 +9,7 @@
 import t from 'tap'
 import { SECRET, testEnv } from '../../helper.js'
 import { startFeeds, startPointReads, type FeedProgress, type PointReads } from '../../helpers/catch-up-load.js'
-import { NEEDS_SERVER, createDatabase, pgClient, seedBooks } from '../../helpers/database.js'
+import { STORE, createDatabase, pgClient, seedBooks } from '../../helpers/database.js'
 import { quantile } from '../../helpers/prober.js'
 import { startService } from '../../helpers/service.js'
 import { sleep, waitUntil } from '../../helpers/wait.js'
@@ -31,13 +31,18 @@ const BOOKS = 1000
 const CONNECTIONS = 4
 const BASELINE_MS = 3000
 const P99_BOUND_MS = 50
+/**
+ * On PGlite, one session in this test's own process, every point read would wait behind the
+ * feeds' pages there: the bounds would measure PGlite, not the service's CPU.
+ */
+const SKIP = STORE === 'pglite' && 'bounds the service\'s CPU: on PGlite (one session, in the test\'s process) they would measure PGlite'
 
 const summary = ({ latencies, unexpected, elapsed }: PointReads) =>
   `${latencies.length} reads in ${(elapsed / 1000).toFixed(1)} s (${(latencies.length / elapsed * 1000).toFixed(0)}/s), ` +
   `p50 ${quantile(latencies, 0.5).toFixed(1)} ms, p99 ${quantile(latencies, 0.99).toFixed(1)} ms, ${unexpected.length} failed`
 
 t.test(`${FEEDS} feeds catching up ${CHANGES} changes each leave point reads half their throughput and a p99 under ${P99_BOUND_MS} ms, and each receives every change once`,
-  { skip: NEEDS_SERVER }, async (t) => {
+  { skip: SKIP }, async (t) => {
     const dbUrl = await createDatabase(t)
     const service = await startService(t, testEnv(dbUrl))
     const token = await service.token()
