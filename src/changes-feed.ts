@@ -1,22 +1,20 @@
 /**
  * The feed of changes of one instance, that GET /books/changes sends (routes/changes.ts;
  * docs/api.md, Live changes), on the change log it is given (`ChangeLog`: plugins/app/change-log.ts
- * in production) with everything else it needs: plugins/app/changes-feed.ts wires it, and
- * test/unit/changes-feed.test.ts drives it on a log in memory and a clock of its own. Each
- * client's feed is a `Subscription` (src/changes-subscription.ts: its catch-up, its token's
- * expiry, a client that takes too little).
+ * in production): plugins/app/changes-feed.ts wires it, test/unit/changes-feed.test.ts drives it
+ * on a log in memory and a clock of its own. Each client's feed is a `Subscription`
+ * (src/changes-subscription.ts: its catch-up, its token's expiry, a client that takes too little).
  *
  * - One reader while the instance has feeds open: every POLL_MS it places the committed changes
- *   in the feed's order and reads those after the last it has sent (`readChanges`), then hands
- *   them to every subscriber. The database work does not grow with the subscribers, and an
- *   instance without any does none. Polling, not LISTEN: a pooler in transaction mode
- *   (PgBouncer) delivers no notifications.
- * - The last RECENT_CHANGES changes in memory, so that a client that reconnects (after a dropped
- *   connection, or a restart of another instance) resumes without a query; one further behind
- *   catches up from the log.
- * - A subscriber that takes none of what it was sent beyond MAX_PENDING_BYTES gets `reset` as
- *   the next changes come, and its response ends.
- * - A keep-alive comment every KEEP_ALIVE_MS on every feed.
+ *   in the feed's order, reads those after the last it has sent (`readChanges`) and hands them to
+ *   every subscriber: the database work does not grow with the subscribers. Polling, not LISTEN:
+ *   a pooler in transaction mode (PgBouncer) delivers no notifications.
+ * - The last RECENT_CHANGES changes in memory, so that a client that reconnects resumes without a
+ *   query; one further behind catches up from the log, in turns at a bounded share of the CPU
+ *   (src/catch-up-scheduler.ts), each change formatted once for all (src/catch-up-texts.ts).
+ * - A poll that finds changes it had not sent pruned resets every live feed, on from the oldest kept.
+ * - A subscriber that takes none of what it was sent beyond MAX_PENDING_BYTES gets `reset` as the
+ *   next changes come, and its response ends. A keep-alive comment every KEEP_ALIVE_MS on each.
  * - At close, every feed ends, so its client resumes on another instance, and the reader stops.
  * - The log pruned a batch at a time (`pruneBatch`), its changes placed first (no reader may have
  *   placed them): what it keeps is CHANGES_KEPT_HOURS and CHANGES_KEPT_COUNT.
@@ -24,6 +22,8 @@
 import type { Readable } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
 import { KEEP_ALIVE, event, feedStart, reset, type Change, type ChangeIds } from './changes.js'
+import type { CatchUpScheduler } from './catch-up-scheduler.js'
+import { CatchUpTexts } from './catch-up-texts.js'
 import { Subscription, type CatchUpSource, type FeedResponse, type QueryLimiter } from './changes-subscription.js'
 import type { Timer, Timers } from './timers.js'
 import { NO_TRACING, type Tracing } from './tracing.js'
@@ -71,6 +71,7 @@ export interface ChangesFeedOptions {
   /** The change ids of the events, signed for this deployment (src/changes.ts). */
   ids: ChangeIds
   catchUpQueries: QueryLimiter
+  catchUpScheduler: CatchUpScheduler
   timers: Timers
   log: Pick<FastifyBaseLogger, 'info' | 'warn'>
   /** Set to the number of open feeds as it changes (a Gauge). */
@@ -83,7 +84,7 @@ export class ChangesFeed {
   readonly ids: ChangeIds
   private readonly changeLog: ChangeLog
   /** What a feed that opens behind catches up from: this instance's feed. */
-  private readonly catchUpSource: CatchUpSource
+  private readonly catchUpSource: CatchUpSource & { scheduler: CatchUpScheduler }
   private readonly timers: Timers
   private readonly log: ChangesFeedOptions['log']
   private readonly subscribers: ChangesFeedOptions['subscribers']
@@ -92,8 +93,7 @@ export class ChangesFeed {
   private readonly subscriptions = new Set<Subscription>()
   /** The subscriptions that have caught up: each poll's changes go to them. */
   private readonly live = new Set<Subscription>()
-  /** The last position this instance has sent its feeds; null while the reader does not run. */
-  private position: number | null = null
+  private position: number | null = null // the last sent to the feeds; null while no reader runs
   /** The changes after `recentFrom` up to `position`, as their events' text. */
   private recent: Array<{ position: number, text: string }> = []
   private recentFrom = 0
@@ -104,21 +104,22 @@ export class ChangesFeed {
   private starting: Promise<void> | null = null
   private polling: Promise<void> = Promise.resolve()
   private pollTimer: Timer | undefined
-  /** The last poll failed: logged once until one succeeds. */
-  private failing = false
+  private failing = false // the last poll failed: logged once until one succeeds
   private keepAliveTimer: Timer
 
-  constructor ({ changeLog, ids, catchUpQueries, timers, log, subscribers, tracing = NO_TRACING }: ChangesFeedOptions) {
+  constructor ({ changeLog, ids, catchUpQueries, catchUpScheduler, timers, log, subscribers, tracing = NO_TRACING }: ChangesFeedOptions) {
     this.changeLog = changeLog
     this.tracing = tracing
     this.ids = ids
+    const catchUpTexts = new CatchUpTexts((change) => this.text(change))
     this.catchUpSource = {
       ids,
       catchUpQueries,
       sent: () => this.position!,
       recent: () => ({ from: this.recentFrom, entries: this.recent }),
       changesAfter: (position, limit) => changeLog.changesAfter(position, limit),
-      text: (change) => this.text(change),
+      text: (change) => catchUpTexts.text(change),
+      scheduler: catchUpScheduler,
       live: (subscription) => { this.live.add(subscription) }
     }
     this.timers = timers
@@ -181,6 +182,7 @@ export class ChangesFeed {
   /** Ends every feed, stops the reader and the keep-alives, and waits for a poll under way. */
   async close (): Promise<void> {
     this.endFeeds()
+    this.catchUpSource.scheduler.close()
     this.stopReading()
     this.timers.clearTimeout(this.keepAliveTimer)
     await this.polling
@@ -251,7 +253,7 @@ export class ChangesFeed {
     }
     if (changes.length === 0) return 0
     if (changes[0]!.position !== this.position + 1) {
-      this.startOver(this.position, 'changes this instance had not sent were pruned: every feed is reset')
+      this.startOver(changes[0]!.position - 1, 'changes this instance had not sent were pruned: every feed is reset')
       return 0
     }
     this.fanOut(changes)

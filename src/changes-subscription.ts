@@ -5,7 +5,9 @@
  *
  * - A feed that starts behind where its instance's feed stands catches up first: from the changes
  *   the instance keeps in memory, without a query, or from the log, a page at a time as its
- *   client reads them, within the catch-ups' budget of queries; then it is live.
+ *   client reads them, within the catch-ups' budget of queries; each page formatted and sent in
+ *   the slices of CPU time the instance's catch-up scheduler gives its feeds in turn
+ *   (src/catch-up-scheduler.ts); then it is live.
  * - What its client has not taken yet is watched: a catch-up sends its next page once its client
  *   has taken what it holds down to half MAX_PENDING_BYTES; a subscriber that holds more than
  *   MAX_PENDING_BYTES as the next changes come gets `reset` and its response ends.
@@ -13,6 +15,7 @@
  */
 import { Readable } from 'node:stream'
 import { TOKEN_EXPIRED, reset, type Change, type ChangeIds } from './changes.js'
+import type { CatchUpScheduler } from './catch-up-scheduler.js'
 import type { Timer, Timers } from './timers.js'
 
 /** Changes per page of a feed that catches up. */
@@ -45,6 +48,8 @@ export interface CatchUpSource {
   changesAfter (position: number, limit: number): Promise<Change[]>
   /** A change's event. */
   text (change: Change): string
+  /** The slices that catch-ups format and send their changes in, shared by the instance's feeds. */
+  readonly scheduler: Pick<CatchUpScheduler, 'slice'>
   /** From now on each poll's changes go to `subscription`. */
   live (subscription: Subscription): void
 }
@@ -116,20 +121,22 @@ export class Subscription {
     }
   }
 
-  /** Sends what it is behind, from memory or a page at a time from the log, then goes live. */
+  /**
+   * Sends what it is behind, from memory or a page at a time from the log, then goes live. The
+   * changes are formatted and sent in the slices of the instance's catch-up scheduler
+   * (src/catch-up-scheduler.ts): a page may take several, each feed's turn coming after the
+   * others'. Whether it is live is decided in the same synchronous step as its last send, so no
+   * poll's changes fall between the two.
+   */
   async catchUp (feed: CatchUpSource) {
     while (!this.ended) {
       if (this.position >= feed.sent()) {
         feed.live(this)
         return
       }
-      const recent = feed.recent()
-      if (this.position >= recent.from) {
-        // From memory: the entries are consecutive positions
-        const start = this.position - recent.from
-        const page = recent.entries.slice(start, start + CATCH_UP_PAGE)
-        this.send(page.map((entry) => entry.text).join(''))
-        this.position = page.at(-1)!.position
+      if (this.position >= feed.recent().from) {
+        // From memory, read within the slice: the entries may have moved on since
+        await feed.scheduler.slice((more) => this.sendRecent(feed, more))
       } else {
         const after = this.position
         const changes = await feed.catchUpQueries(() => this.ended ? [] : feed.changesAfter(after, CATCH_UP_PAGE))
@@ -140,10 +147,34 @@ export class Subscription {
           this.send(reset(feed.ids.encode(feed.sent())))
           continue
         }
-        this.send(changes.map((change) => feed.text(change)).join(''))
-        this.position = changes.at(-1)!.position
+        let next = 0
+        while (next < changes.length && !this.ended) {
+          await feed.scheduler.slice((more) => {
+            if (this.ended) return
+            const texts: string[] = []
+            do texts.push(feed.text(changes[next++]!))
+            while (next < changes.length && more())
+            this.send(texts.join(''))
+            this.position = changes[next - 1]!.position
+          })
+        }
       }
       await this.roomFor()
     }
+  }
+
+  /** Sends up to CATCH_UP_PAGE of the changes in memory after its position, while `more()` holds. */
+  private sendRecent (feed: CatchUpSource, more: () => boolean) {
+    const recent = feed.recent()
+    if (this.ended || this.position < recent.from || this.position >= feed.sent()) return
+    // The entries are consecutive positions
+    const start = this.position - recent.from
+    const end = Math.min(recent.entries.length, start + CATCH_UP_PAGE)
+    const texts: string[] = []
+    let next = start
+    do texts.push(recent.entries[next++]!.text)
+    while (next < end && more())
+    this.send(texts.join(''))
+    this.position = recent.entries[next - 1]!.position
   }
 }

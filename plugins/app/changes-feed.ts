@@ -3,7 +3,8 @@
  * docs/api.md, Live changes): a `ChangesFeed` (src/changes-feed.ts, which says how it works) on
  * the change log (plugins/app/change-log.ts), with Node's timers and the
  * `changes_feed_subscribers` gauge; its catch-ups read the log within the read budget that the
- * listings share (plugins/app/read-budget.ts). A `preClose` hook ends every feed as the close
+ * listings share (plugins/app/read-budget.ts), and take the CPU in slices of this instance's
+ * catch-up scheduler (src/catch-up-scheduler.ts), a share of it that live requests keep the rest of. A `preClose` hook ends every feed as the close
  * begins, so its client resumes on another instance; an `onClose` hook stops its reader. The log
  * is pruned in batches (src/db/batched-removal.ts): what it keeps is CHANGES_KEPT_HOURS and
  * CHANGES_KEPT_COUNT.
@@ -11,6 +12,7 @@
 import fp from 'fastify-plugin'
 import { Gauge } from 'prom-client'
 import { changeIds } from '../../src/changes.js'
+import { CatchUpScheduler } from '../../src/catch-up-scheduler.js'
 import { acceptedSecrets } from '../../src/config.js'
 import { ChangesFeed } from '../../src/changes-feed.js'
 import { removeInBatches } from '../../src/db/batched-removal.js'
@@ -30,6 +32,7 @@ export default fp(async function changesFeed (fastify) {
     changeLog,
     ids: changeIds(config.SECRET_TOKEN, acceptedSecrets(config)),
     catchUpQueries: readBudget,
+    catchUpScheduler: new CatchUpScheduler(nodeTimers),
     timers: nodeTimers,
     log,
     subscribers,

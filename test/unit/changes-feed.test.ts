@@ -14,13 +14,19 @@ import {
   type ChangeLog
 } from '../../src/changes-feed.js'
 import { CATCH_UP_PAGE, MAX_PENDING_BYTES, type QueryLimiter } from '../../src/changes-subscription.js'
+import { CatchUpScheduler } from '../../src/catch-up-scheduler.js'
 import type { Timer, Timers } from '../../src/timers.js'
 import type { Tracing } from '../../src/tracing.js'
 
 const ids = changeIds('a secret of the tests, long enough for any key')
 
-/** Lets every promise, stream event and callback that is due run, as the event loop would. */
-const settle = () => new Promise<void>((resolve) => setImmediate(resolve))
+/**
+ * Lets every promise, stream event and callback that is due run, as the event loop would: a few
+ * turns of it, since each slice of a catch-up runs from a turn of its own (src/catch-up-scheduler.ts).
+ */
+async function settle () {
+  for (let turn = 0; turn < 20; turn++) await new Promise<void>((resolve) => setImmediate(resolve))
+}
 
 /** A clock that moves only when the test says, running each timer as its time comes. */
 class ManualTimers implements Timers {
@@ -179,16 +185,20 @@ function heldQueries () {
 const positions = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i)
 
 /** A feed on a log in memory, with its clock, its log lines and its gauge; closed as the test ends. */
-function feedOf (t: Test, { catchUpQueries = async (fn) => await fn() }: { catchUpQueries?: QueryLimiter } = {}) {
+function feedOf (t: Test, { catchUpQueries = async (fn) => await fn(), sliceClock = false }: { catchUpQueries?: QueryLimiter, sliceClock?: boolean } = {}) {
   const timers = new ManualTimers()
   const changeLog = new MemoryLog(timers)
   const lines: string[] = []
   const line = (level: string) => (obj: unknown, msg?: string) => { lines.push(`${level} ${typeof obj === 'string' ? obj : msg}`) }
   const gauge: number[] = []
+  let sliceTime = 0
   const feed = new ChangesFeed({
     changeLog,
     ids,
     catchUpQueries,
+    // On the test's clock, which stands still during a slice: each slice sends a whole page. With
+    // `sliceClock`, a clock that each look moves on: each slice ends after a few dozen changes
+    catchUpScheduler: new CatchUpScheduler(timers, sliceClock ? () => (sliceTime += 0.05) : () => timers.now(), () => 0),
     timers,
     log: { info: line('info'), warn: line('warn') },
     subscribers: { set: (value) => { gauge.push(value) } }
@@ -286,6 +296,22 @@ t.test('a feed that resumes from the log catches up a page at a time while the f
   t.strictSame(live.changes, positions(1001, 1607))
 })
 
+t.test('feeds catching up in slices that end mid-page, while changes come and polls run, receive each change once, in order', async (t) => {
+  const { timers, changeLog, open } = feedOf(t, { sliceClock: true })
+  changeLog.write(3 * CATCH_UP_PAGE + 7)
+  await changeLog.placeChanges(PLACE_BATCH)
+  const live = await open()
+  const clients = [await open(0), await open(CATCH_UP_PAGE + 3)]
+  for (let round = 0; round < 400 && clients.some((client) => client.changes.at(-1) !== live.changes.at(-1)); round++) {
+    if (round < 50) changeLog.write(7)
+    await timers.advance(POLL_MS)
+  }
+  const last = 3 * CATCH_UP_PAGE + 7 + 50 * 7
+  t.equal(live.changes.at(-1), last, 'the live feed has every change')
+  t.strictSame(clients[0]!.changes, positions(1, last), 'from the start: every change once, in order')
+  t.strictSame(clients[1]!.changes, positions(CATCH_UP_PAGE + 4, last), 'from the middle of a page too')
+})
+
 t.test('a feed that resumes from an id past what the log keeps gets `reset`, then goes on live', async (t) => {
   const { timers, changeLog, open } = feedOf(t)
   changeLog.write(10)
@@ -331,8 +357,15 @@ t.test('a log that lost changes the feed sent, or pruned changes it had not: eve
   await changeLog.placeChanges(PLACE_BATCH)
   changeLog.keepOnly(11)
   await timers.advance(POLL_MS)
-  t.strictSame(client.events.at(-1), 'reset 8', 'changes 9 and 10 pruned before it read them: reset')
+  t.strictSame(client.events.at(-1), 'reset 10', 'changes 9 and 10 pruned before it read them: reset, going on after 10')
   t.match(lines.at(-1), /^warn changes this instance had not sent were pruned: every feed is reset/)
+  const warnings = lines.length
+  await timers.advance(POLL_MS)
+  t.strictSame(client.events.slice(-4), ['reset 10', 'created 11', 'created 12', 'created 13'], 'then the oldest change kept and the rest, once each')
+  changeLog.write(1)
+  await timers.advance(10 * POLL_MS)
+  t.strictSame(client.events.slice(-2), ['created 13', 'created 14'], 'and on, live, with no reset again')
+  t.equal(lines.length, warnings, 'warned once')
 })
 
 t.test('a keep-alive comment every KEEP_ALIVE_MS on every feed', async (t) => {
