@@ -507,7 +507,7 @@ t.test('with tracing, each poll in a span `changes poll`: the one that starts th
     }
   }
   const feed = new ChangesFeed({
-    changeLog, ids, catchUpQueries: async (fn) => await fn(), timers, log: { info () {}, warn () {} }, subscribers: { set () {} }, tracing
+    changeLog, ids, catchUpQueries: async (fn) => await fn(), catchUpScheduler: new CatchUpScheduler(timers, () => timers.now(), () => 0), timers, log: { info () {}, warn () {} }, subscribers: { set () {} }, tracing
   })
   t.teardown(() => feed.close())
   reader(await feed.open(undefined, timers.now() + 3_600_000, new PassThrough()))
