@@ -98,7 +98,7 @@ export interface paths {
         };
         /**
          * List books: every book in id order, or a page, filtered and sorted
-         * @description Without parameters, every book in ascending id order. With `limit`, one page; a `Link` header (rel="next") names the next one while more may follow. Invalid parameters, a parameter given twice or a cursor not made for this sort and these filters: 400 Invalid input.
+         * @description Without parameters, every book in ascending id order. With `limit`, one page; a `Link` header (rel="next") names the next one while more may follow. Invalid parameters, a parameter given twice or a cursor not made for this sort and these filters: 400 Invalid input. A page with a filter that PostgreSQL cannot read within the listing budget (LISTING_BUDGET_MS): 422 Listing too costly.
          */
         get: operations["listBooks"];
         put?: never;
@@ -563,6 +563,19 @@ export interface operations {
             };
             /** @description Unauthorized: Authorization token required, Invalid token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+            /** @description Unprocessable Entity: Listing too costly: narrow or change its filters */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
