@@ -15,8 +15,12 @@
  *   catch-up costs beyond its slices (reading its pages from the database, the collection of
  *   what they allocated) is about as much again, or more: so when the event loop has been busy
  *   besides the slices more than BUSY_UTILIZATION of the last UTILIZATION_WINDOW_MS, with live
- *   requests or with that cost, the slices get BUSY_SHARE only. The rest of the CPU stays with live requests and the live feeds,
- *   however many feeds catch up.
+ *   requests or with that cost, the slices get BUSY_SHARE only. The rest of the CPU stays with
+ *   live requests and the live feeds, however many feeds catch up.
+ * - While no request has come for UTILIZATION_WINDOW_MS, there is nothing for the slices to leave
+ *   the time to: they take what they need (IDLE_SHARE), still one at a time from `setImmediate`,
+ *   so that the first request to come waits for one slice at most, and the next look gives the
+ *   share back.
  */
 import { performance } from 'node:perf_hooks'
 import type { Timer, Timers } from './timers.js'
@@ -27,6 +31,8 @@ export const SLICE_MS = 2
 export const CATCH_UP_SHARE = 0.25
 /** Their share while the event loop is busy: what keeps every catch-up going, however busy. */
 export const BUSY_SHARE = 0.05
+/** Their share while no request comes: all the time there is. */
+export const IDLE_SHARE = 1
 /** The event loop's utilization (busy time over time) besides the slices above which it is busy. */
 export const BUSY_UTILIZATION = 0.5
 /** How often the utilization is looked at, over the time since the last look. */
@@ -55,19 +61,24 @@ export class CatchUpScheduler {
   private lookedAt: number
   /** The slices' time since the utilization was last looked at. */
   private sliced = 0
+  /** The requests counted when it was. */
+  private requestsSeen: number | undefined
 
   /**
    * `clock`: a monotonic clock in ms with sub-millisecond precision (performance.now in
    * production); `utilization`: the event loop's utilization since it was last asked (from
-   * performance.eventLoopUtilization in production).
+   * performance.eventLoopUtilization in production); `requests`: how many requests the instance
+   * has taken in so far (without it, requests are taken to come all the time).
    */
   constructor (
     private readonly timers: Timers,
     private readonly clock: () => number = () => performance.now(),
-    private readonly utilization: () => number = eventLoopUtilization()
+    private readonly utilization: () => number = eventLoopUtilization(),
+    private readonly requests?: () => number
   ) {
     this.creditedAt = clock()
     this.lookedAt = this.creditedAt
+    this.requestsSeen = requests?.()
   }
 
   /**
@@ -95,7 +106,10 @@ export class CatchUpScheduler {
     this.creditedAt = now
     if (now - this.lookedAt >= UTILIZATION_WINDOW_MS) {
       const besides = this.utilization() - this.sliced / (now - this.lookedAt)
-      this.share = besides > BUSY_UTILIZATION ? BUSY_SHARE : CATCH_UP_SHARE
+      const requests = this.requests?.()
+      const idle = requests !== undefined && requests === this.requestsSeen
+      this.requestsSeen = requests
+      this.share = idle ? IDLE_SHARE : besides > BUSY_UTILIZATION ? BUSY_SHARE : CATCH_UP_SHARE
       this.lookedAt = now
       this.sliced = 0
     }
@@ -105,7 +119,8 @@ export class CatchUpScheduler {
     if (this.due || this.closed || this.waiting.length === 0) return
     this.due = true
     this.refill(this.clock())
-    if (this.credit > 0) {
+    // Idle, no credit is kept: the next slice follows at once
+    if (this.credit > 0 || this.share === IDLE_SHARE) {
       setImmediate(() => this.run())
     } else {
       this.timer = this.timers.setTimeout(() => {

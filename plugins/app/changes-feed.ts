@@ -4,7 +4,8 @@
  * the change log (plugins/app/change-log.ts), with Node's timers and the
  * `changes_feed_subscribers` gauge; its catch-ups read the log within the read budget that the
  * listings share (plugins/app/read-budget.ts), and take the CPU in slices of this instance's
- * catch-up scheduler (src/catch-up-scheduler.ts), a share of it that live requests keep the rest of. A `preClose` hook ends every feed as the close
+ * catch-up scheduler (src/catch-up-scheduler.ts), a share of it that live requests keep the
+ * rest of (an `onRequest` hook counts them). A `preClose` hook ends every feed as the close
  * begins, so its client resumes on another instance; an `onClose` hook stops its reader. The log
  * is pruned in batches (src/db/batched-removal.ts): what it keeps is CHANGES_KEPT_HOURS and
  * CHANGES_KEPT_COUNT.
@@ -28,11 +29,17 @@ export default fp(async function changesFeed (fastify) {
   const { changeLog, readBudget, log, config } = fastify
   const subscribers = new Gauge({ name: 'changes_feed_subscribers', help: 'Open feeds of GET /books/changes in this instance', registers: [] })
   fastify.metrics.registry.registerMetric(subscribers)
+  // The requests taken in, so that catch-ups know when none comes (src/catch-up-scheduler.ts)
+  let requests = 0
+  fastify.addHook('onRequest', function (request, reply, done) {
+    requests++
+    done()
+  })
   const feed = new ChangesFeed({
     changeLog,
     ids: changeIds(config.SECRET_TOKEN, acceptedSecrets(config)),
     catchUpQueries: readBudget,
-    catchUpScheduler: new CatchUpScheduler(nodeTimers),
+    catchUpScheduler: new CatchUpScheduler(nodeTimers, undefined, undefined, () => requests),
     timers: nodeTimers,
     log,
     subscribers,

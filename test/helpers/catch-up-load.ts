@@ -145,11 +145,13 @@ export function startFeeds (url: string, token: string, { feeds, lastEventId, lo
     worker.once('error', reject)
     worker.postMessage(message)
   })
+  let closed: Promise<void> | undefined
   return {
     progress: () => ask('progress'),
-    async close () {
-      await ask('stop')
-      await worker.terminate()
+    /** Stops the feeds; once, whoever asks again. */
+    close () {
+      closed ??= ask('stop').then(async () => { await worker.terminate() })
+      return closed
     }
   }
 }

@@ -6,7 +6,7 @@
  * a real process: test/process/alone/feed-catch-up.test.ts.
  */
 import t from 'tap'
-import { BUSY_SHARE, BUSY_UTILIZATION, CATCH_UP_SHARE, CatchUpScheduler, SLICE_MS } from '../../src/catch-up-scheduler.js'
+import { BUSY_SHARE, BUSY_UTILIZATION, CATCH_UP_SHARE, CatchUpScheduler, IDLE_SHARE, SLICE_MS } from '../../src/catch-up-scheduler.js'
 import type { Timer, Timers } from '../../src/timers.js'
 
 /** A clock that work moves on, and timers that fire for real after the clock is moved to their time. */
@@ -90,6 +90,18 @@ t.test('while the event loop is busy besides the slices, BUSY_SHARE of the time 
   const share = await shareTaken(clock, new CatchUpScheduler(clock, () => clock.now(), () => 1))
   t.ok(share <= BUSY_SHARE + 0.01, `the slices took ${(100 * share).toFixed(1)}% of the time`)
   t.ok(share >= BUSY_SHARE * 0.8, 'and still nearly all of that, when they have work')
+})
+
+t.test('while no request comes, the slices take the time there is; once requests come, their share again', async (t) => {
+  const clock = new TestClock()
+  let requests = 0
+  const idle = await shareTaken(clock, new CatchUpScheduler(clock, () => clock.now(), () => 0, () => requests))
+  // The first look at the requests comes after UTILIZATION_WINDOW_MS at CATCH_UP_SHARE
+  t.ok(idle >= 0.8 * IDLE_SHARE, `no request: the slices took ${(100 * idle).toFixed(1)}% of the time`)
+  // A request every millisecond of the clock
+  const scheduler = new CatchUpScheduler(clock, () => clock.now(), () => 0, () => (requests = Math.floor(clock.now())))
+  const busy = await shareTaken(clock, scheduler)
+  t.ok(busy <= CATCH_UP_SHARE + 0.02, `requests coming: the slices took ${(100 * busy).toFixed(1)}% of the time`)
 })
 
 t.test('what the event loop has to do runs between two slices', async (t) => {

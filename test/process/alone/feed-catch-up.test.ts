@@ -2,7 +2,8 @@
  * Feeds that catch up from an old id, against the real process: twenty of them, from another
  * client address, each catching up CHANGES changes from the log, leave GET /book/<id> at least
  * half the throughput it has without them and a p99 under 50 ms, and every one of them still
- * receives every change once, in order, the ones written meanwhile too. In test/process/alone/
+ * receives every change once, in order, the ones written meanwhile too; then one feed alone
+ * catches up all of them, at the pace it can. In test/process/alone/
  * (nothing runs beside it): both bounds are about the service's CPU, which other files on the
  * same machine would take. How catch-up shares the CPU: docs/operations.md, Live changes.
  */
@@ -96,4 +97,18 @@ t.test(`${FEEDS} feeds catching up ${CHANGES} changes each leave point reads hal
     const p99 = quantile(during.latencies, 0.99)
     t.ok(p99 < P99_BOUND_MS, `point reads keep a p99 under ${P99_BOUND_MS} ms (${p99.toFixed(1)})`)
     t.equal(service.exit, null, 'the service is still running')
+    await feeds.close()
+
+    // With no request to leave the time to, one feed alone catches up with what it needs
+    // (IDLE_SHARE): the figure docs/performance.md gives beside the others
+    const lone = startFeeds(service.url, token, { feeds: 1, lastEventId: ids.encode(0), localAddress: '127.0.0.2' })
+    t.teardown(() => lone.close())
+    const loneOpened = performance.now()
+    let loneProgress: FeedProgress[] = []
+    await waitUntil(async () => {
+      loneProgress = await lone.progress()
+      return loneProgress.every((feed) => feed.last >= last || feed.broken.length > 0)
+    }, 60_000, 'the lone feed caught up', 50)
+    t.comment(`one feed alone caught up ${last} changes in ${((performance.now() - loneOpened) / 1000).toFixed(1)} s`)
+    t.strictSame(loneProgress.map((feed) => [feed.received, feed.broken]), [[last, []]], 'and received each change once, in order')
   })
