@@ -4,7 +4,7 @@
  * every book in id order or a walk (src/listing.ts), and the pages a long listing reads ahead
  * (src/listing-stream.ts). Every page query runs within `fastify.readBudget`
  * (plugins/app/read-budget.ts), counted for the client that asked; a page with a filter runs
- * within LISTING_BUDGET_MS (`budgetedQuery`, below).
+ * within LISTING_BUDGET_MS (`budgetedQuery`, below). The statements: src/db/listings-sql.ts.
  */
 import type { PostgresDb } from '@fastify/postgres'
 import type { QueryResult, QueryResultRow } from 'pg'
@@ -12,6 +12,7 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { batched } from '../../src/db/batch.js'
 import { BOOK_COLUMNS } from '../../src/db/books-sql.js'
+import { CHANGED_BY, LISTING_PAGE, LISTING_PAGE_BEYOND, SORT_KEYS, walkFilters } from '../../src/db/listings-sql.js'
 import { boundedQueryOn, boundedTransaction } from '../../src/db/bounded-query.js'
 import type { SqlDialect } from '../../src/db/dialect.js'
 import { ListingOverBudget, hasFilter, type Position, type Walk } from '../../src/listing.js'
@@ -22,39 +23,6 @@ declare module 'fastify' {
   interface FastifyInstance {
     listingsRepository: ReturnType<typeof createListingsRepository>
   }
-}
-
-// PostgreSQL writes the JSON of a page of the listing itself: one string reaches Node instead of
-// rows to parse, build and serialize again
-const PAGE_JSON = "count(*)::int4 AS count, max(id)::text AS last_id, coalesce(string_agg(row_to_json(page)::text, ',' ORDER BY id), '') AS json"
-const LISTING_PAGE = `SELECT ${PAGE_JSON}
-         FROM (SELECT ${BOOK_COLUMNS} FROM books WHERE id > $1 ORDER BY id LIMIT $2) page`
-// The page of up to $3 books that starts $2 books after $1, read ahead of the page before it
-// (src/listing-stream.ts); `after_id` says where it started, for the listing to check
-const LISTING_PAGE_BEYOND = `WITH boundary AS MATERIALIZED (
-           SELECT id FROM books WHERE id > $1 ORDER BY id OFFSET $2::int8 - 1 LIMIT 1
-         )
-         SELECT (SELECT id FROM boundary)::text AS after_id, ${PAGE_JSON}
-         FROM (SELECT ${BOOK_COLUMNS} FROM books WHERE id > (SELECT id FROM boundary) ORDER BY id LIMIT $3) page`
-
-/** The expression each sort orders by: titles and authors by code point, as their indexes are. */
-const SORT_KEYS = { id: 'id', title: 'title COLLATE "C"', author: 'author COLLATE "C"', year: 'year' } as const
-/** The column that says which transaction last changed each sort field (src/db/migrations.ts, version 3). */
-const CHANGED_BY = { title: 'title_xid', author: 'author_xid', year: 'year_xid' } as const
-
-/** An ILIKE pattern for the strings that contain `text` as it is: `%`, `_` and `\` are escaped. */
-function containing (text: string): string {
-  return `%${text.replace(/[\\%_]/g, '\\$&')}%`
-}
-
-/** The conditions of a walk's filters, each value a parameter that `parameter` adds. */
-function walkFilters (walk: Walk, parameter: (value: unknown, type: string) => string): string[] {
-  const filters: string[] = []
-  if (walk.title !== undefined) filters.push(`title ILIKE ${parameter(containing(walk.title), 'text')}`)
-  if (walk.author !== undefined) filters.push(`author ILIKE ${parameter(containing(walk.author), 'text')}`)
-  if (walk.yearFrom !== undefined) filters.push(`year >= ${parameter(walk.yearFrom, 'int4')}`)
-  if (walk.yearTo !== undefined) filters.push(`year <= ${parameter(walk.yearTo, 'int4')}`)
-  return filters
 }
 
 /**
