@@ -13,8 +13,11 @@ import { waitUntil } from '../helpers/wait.js'
 import { listingConnections } from '../../plugins/app/read-budget.js'
 import { COSTLY_LISTINGS, seedCostlyBooks } from '../helpers/costly-listings.js'
 
-/** Books for the probes (`seedCostlyBooks`), and a budget that each of them costs many times over, on any machine. */
-const BOOKS = 20_000
+/**
+ * Books for the probes (`seedCostlyBooks`), and a budget that each of them costs many times over,
+ * on any machine: reading every title for `title=zq` took 5 to 10 ms at 20,000 books.
+ */
+const BOOKS = 100_000
 const BUDGET_MS = 10
 const TOO_COSTLY = { status: 422, message: 'Listing too costly: narrow or change its filters', data: null }
 
@@ -47,11 +50,13 @@ t.test('a filtered listing over its budget is cancelled and answered 422, logged
   t.equal(refused.length, COSTLY_LISTINGS.length, 'each is a request line')
   t.ok(refused.every((line) => line.level === 30 && line.err === undefined), 'at info, without an error or stack')
 
-  // The same listings with a filter an index answers at once
-  const quick = await call(app, token, { method: 'GET', url: '/books?limit=3&sort=-title&title=Reeel%2019999' })
+  // The same listings with a filter an index answers at once, with the budget of a service left
+  // at its default: the one above is below what a busy machine may take for such a page
+  const ordinary = await build(t, dbUrl)
+  const quick = await call(ordinary, token, { method: 'GET', url: '/books?limit=3&sort=-title&title=Reeel%2019999' })
   t.equal(quick.status, 200, 'a filter the trigram index narrows is answered')
   t.strictSame(quick.body.data.map((book: { title: string }) => book.title), ['The Reeel 19999'])
-  const sorted = await call(app, token, { method: 'GET', url: '/books?limit=10&sort=-year' })
+  const sorted = await call(ordinary, token, { method: 'GET', url: '/books?limit=10&sort=-year' })
   t.equal(sorted.status, 200, 'a listing without a filter reads through its index, with no budget of its own')
   t.equal(sorted.body.data.length, 10)
 })
