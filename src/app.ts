@@ -30,6 +30,7 @@ import responseHeaders from '../plugins/app/response-headers.js'
 import books from '../routes/books.js'
 import changes from '../routes/changes.js'
 import health from '../routes/health.js'
+import listing from '../routes/listing.js'
 import metricsRoute from '../routes/metrics.js'
 import token from '../routes/token.js'
 import { errorHandler } from './errors.js'
@@ -132,6 +133,7 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
   await fastify.register(metricsRoute)
   await fastify.register(token)
   await fastify.register(books)
+  await fastify.register(listing)
   await fastify.register(changes)
 }
 

@@ -1,5 +1,5 @@
 /**
- * A listing too long to hold, streamed page by page as its client reads (routes/books.ts,
+ * A listing too long to hold, streamed page by page as its client reads (routes/listing.ts,
  * `GET /books`), and the budget of rows its growing pages share.
  */
 import { Readable } from 'node:stream'

@@ -1,6 +1,6 @@
 /**
  * Adds `fastify.apiLimit`: with API_RATE_LIMIT set, the `onRequest` hook that limits the requests
- * of each client address to the book routes and the feed (routes/books.ts and routes/changes.ts
+ * of each client address to the book routes and the feed (src/book-routes.ts, and routes/changes.ts
  * add it to their own, first), else null and nothing changes. It is a limit of the rate-limit
  * plugin (`fastify.createRateLimit`), counted where the `POST /token` attempts are: in Redis with
  * REDIS_URL, one script per request (a single round trip), shared by every instance; in the

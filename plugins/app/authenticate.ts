@@ -1,5 +1,5 @@
 /**
- * Adds `fastify.authenticate`, the `onRequest` hook of the protected routes (routes/books.ts adds
+ * Adds `fastify.authenticate`, the `onRequest` hook of the protected routes (the book routes add
  * it to its own), and `request.tokenExpiresAt`, when the token it accepted expires (a feed of
  * changes ends then): it runs before the body is read and never touches the database. The token is
  * the bare `Authorization` value; `Bearer <token>` is not a token and fails verification.
