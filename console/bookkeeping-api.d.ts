@@ -89,6 +89,25 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/book/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Read a book */
+        get: operations["getBook"];
+        /** Update the fields of a book given in the body; absent ones keep their values */
+        put: operations["updateBook"];
+        post?: never;
+        /** Delete a book */
+        delete: operations["deleteBook"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/books": {
         parameters: {
             query?: never;
@@ -104,25 +123,6 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/book/{id}": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Read a book */
-        get: operations["getBook"];
-        /** Update the fields of a book given in the body; absent ones keep their values */
-        put: operations["updateBook"];
-        post?: never;
-        /** Delete a book */
-        delete: operations["deleteBook"];
         options?: never;
         head?: never;
         patch?: never;
@@ -464,117 +464,6 @@ export interface operations {
                 };
             };
             /** @description Unprocessable Entity: Idempotency key already used with a different body */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        status: number;
-                        message: string;
-                        data: null;
-                    };
-                };
-            };
-            /** @description Internal Server Error: Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        status: number;
-                        message: string;
-                        data: null;
-                    };
-                };
-            };
-            /** @description Service Unavailable: Service unavailable */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        status: number;
-                        message: string;
-                        data: null;
-                    };
-                };
-            };
-        };
-    };
-    listBooks: {
-        parameters: {
-            query?: {
-                /** @description At most this many books, 1 to 1000; when more may follow, a Link header names the next page */
-                limit?: string;
-                /** @description The order: id, title, author or year, descending with a leading -; ties by id ascending; titles and authors by Unicode code point */
-                sort?: "id" | "-id" | "title" | "-title" | "author" | "-author" | "year" | "-year";
-                /** @description Books whose title contains this text, ignoring case; %, _ and \ are ordinary characters */
-                title?: string;
-                /** @description Books whose author contains this text, ignoring case; %, _ and \ are ordinary characters */
-                author?: string;
-                /** @description Books with a year at least this */
-                year_from?: string;
-                /** @description Books with a year at most this */
-                year_to?: string;
-                /** @description Where a walk over the pages goes on: only from the Link header of the page before */
-                cursor?: string;
-            };
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Books retrieved successfully */
-            200: {
-                headers: {
-                    /** @description The next page, `</books?...>; rel="next"`, while more books may follow a page */
-                    Link?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        status: number;
-                        message: string;
-                        data: {
-                            id: number;
-                            title: string;
-                            author: string;
-                            year: number;
-                        }[];
-                    };
-                };
-            };
-            /** @description Bad Request: Invalid input, Bad request */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        status: number;
-                        message: string;
-                        data: null;
-                    };
-                };
-            };
-            /** @description Unauthorized: Authorization token required, Invalid token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        status: number;
-                        message: string;
-                        data: null;
-                    };
-                };
-            };
-            /** @description Unprocessable Entity: Listing too costly: narrow or change its filters */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -970,6 +859,117 @@ export interface operations {
             };
             /** @description Unsupported Media Type: Unsupported media type */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+            /** @description Internal Server Error: Internal server error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+            /** @description Service Unavailable: Service unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+        };
+    };
+    listBooks: {
+        parameters: {
+            query?: {
+                /** @description At most this many books, 1 to 1000; when more may follow, a Link header names the next page */
+                limit?: string;
+                /** @description The order: id, title, author or year, descending with a leading -; ties by id ascending; titles and authors by Unicode code point */
+                sort?: "id" | "-id" | "title" | "-title" | "author" | "-author" | "year" | "-year";
+                /** @description Books whose title contains this text, ignoring case; %, _ and \ are ordinary characters */
+                title?: string;
+                /** @description Books whose author contains this text, ignoring case; %, _ and \ are ordinary characters */
+                author?: string;
+                /** @description Books with a year at least this */
+                year_from?: string;
+                /** @description Books with a year at most this */
+                year_to?: string;
+                /** @description Where a walk over the pages goes on: only from the Link header of the page before */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Books retrieved successfully */
+            200: {
+                headers: {
+                    /** @description The next page, `</books?...>; rel="next"`, while more books may follow a page */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: {
+                            id: number;
+                            title: string;
+                            author: string;
+                            year: number;
+                        }[];
+                    };
+                };
+            };
+            /** @description Bad Request: Invalid input, Bad request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+            /** @description Unauthorized: Authorization token required, Invalid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+            /** @description Unprocessable Entity: Listing too costly: narrow or change its filters */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
