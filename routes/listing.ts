@@ -118,8 +118,11 @@ const listing: FastifyPluginAsyncTypebox = async (fastify) => {
               examples: { [Message.BooksRetrieved]: { value: envelope(200, Message.BooksRetrieved, [EXAMPLE_BOOK]) } }
             },
             'text/csv': {
-              schema: { type: 'string', description: 'RFC 4180, UTF-8: the header `id,title,author,year`, one line per book, CRLF; ' +
-                'a field quoted (its quotes doubled) when it is empty or holds a comma, a quote, a CR or an LF, as PostgreSQL\'s COPY ... CSV writes it' },
+              schema: {
+                type: 'string',
+                description: 'RFC 4180, UTF-8: the header `id,title,author,year`, one line per book, CRLF; a field quoted ' +
+                  '(its quotes doubled) when it is empty or holds a comma, a quote, a CR or an LF, as PostgreSQL\'s COPY ... CSV writes it'
+              },
               example: EXAMPLE_CSV
             },
             'application/x-ndjson': {

@@ -102,7 +102,7 @@ t.test('export as CSV and NDJSON', async (t) => {
     if (response.statusCode !== 201) throw new Error(`POST /book ${JSON.stringify(title)}: ${response.statusCode} ${response.payload}`)
   }
   await db.query("INSERT INTO books (title, author, year) VALUES ('no author', '', 0), ('', 'no title', -1)")
-  const books = (await db.query<Book>(`SELECT id::int, title, author, year FROM books ORDER BY id`)).rows
+  const books = (await db.query<Book>('SELECT id::int, title, author, year FROM books ORDER BY id')).rows
 
   t.test('Accept chooses the format by RFC 9110 q-values; a wildcard, none or another type is the envelope', async (t) => {
     const cases: Array<[string | undefined, 'csv' | 'ndjson' | 'envelope']> = [
@@ -234,7 +234,7 @@ t.test('export as CSV and NDJSON', async (t) => {
 
   t.test('a long export is streamed, page by page, and is still COPY\'s output', async (t) => {
     await seedBooks(db, 2600)
-    const all = (await db.query<Book>(`SELECT id::int, title, author, year FROM books ORDER BY id`)).rows
+    const all = (await db.query<Book>('SELECT id::int, title, author, year FROM books ORDER BY id')).rows
     const csv = await getAs('/books', 'text/csv')
     t.equal(csv.headers['transfer-encoding'], 'chunked', 'streamed')
     t.equal(csv.body, crlfLineEnds(await copyCsv(db, COPY_SELECT)), `all ${all.length} books, as COPY writes them`)
