@@ -96,8 +96,9 @@ async function authorizedFetch (request: Request): Promise<Response> {
 }
 
 const baseUrl = location.origin
-const publicApi = createClient<paths>({ baseUrl, fetch: fetchOrFail })
-const booksApi = createClient<paths>({ baseUrl, fetch: authorizedFetch })
+// The envelope's answers only: GET /books also documents CSV and NDJSON, which this client never asks for
+const publicApi = createClient<paths, 'application/json'>({ baseUrl, fetch: fetchOrFail })
+const booksApi = createClient<paths, 'application/json'>({ baseUrl, fetch: authorizedFetch })
 
 /** A successful answer: its message, as the API wrote it, and its data. */
 export interface Answer<T> { message: string, data: T }

@@ -116,8 +116,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List books: every book in id order, or a page, filtered and sorted
-         * @description Without parameters, every book in ascending id order. With `limit`, one page; a `Link` header (rel="next") names the next one while more may follow. Invalid parameters, a parameter given twice or a cursor not made for this sort and these filters: 400 Invalid input. A page with a filter that PostgreSQL cannot read within the listing budget (LISTING_BUDGET_MS): 422 Listing too costly.
+         * List books: every book in id order, or a page, filtered and sorted; as JSON, CSV or NDJSON
+         * @description Without parameters, every book in ascending id order. With `limit`, one page; a `Link` header (rel="next") names the next one while more may follow. Invalid parameters, a parameter given twice or a cursor not made for this sort and these filters: 400 Invalid input. A page with a filter that PostgreSQL cannot read within the listing budget (LISTING_BUDGET_MS): 422 Listing too costly. The books come in the envelope, or, when `Accept` names `text/csv` or `application/x-ndjson` and prefers it (q-values; a wildcard only ever selects the envelope), as CSV (a header line, then one line per book, CRLF) or as NDJSON (one book object per line). Every failure is the envelope. A failure after the first bytes ends the connection without the chunked terminator: the answer is then visibly incomplete.
          */
         get: operations["listBooks"];
         put?: never;
@@ -927,6 +927,8 @@ export interface operations {
                 headers: {
                     /** @description The next page, `</books?...>; rel="next"`, while more books may follow a page */
                     Link?: string;
+                    /** @description `Accept`: the format depends on it */
+                    Vary?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -940,6 +942,13 @@ export interface operations {
                             year: number;
                         }[];
                     };
+                    /**
+                     * @example id,title,author,year
+                     *     1,Dune,Frank Herbert,1965
+                     */
+                    "text/csv": string;
+                    /** @example {"id":1,"title":"Dune","author":"Frank Herbert","year":1965} */
+                    "application/x-ndjson": string;
                 };
             };
             /** @description Bad Request: Invalid input, Bad request */

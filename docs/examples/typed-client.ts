@@ -14,7 +14,8 @@ import createClient, { type Client } from 'openapi-fetch'
 import type { paths } from '../../console/bookkeeping-api.js'
 import { retryAfterSeconds } from '../../console/retry-after.js'
 
-export type BookkeepingApi = Client<paths>
+// The envelope's answers only: GET /books also documents CSV and NDJSON, which this client never asks for
+export type BookkeepingApi = Client<paths, 'application/json'>
 /** A book as the service answers it, from the document */
 export type Book = paths['/book/{id}']['get']['responses'][200]['content']['application/json']['data']
 /** The query parameters of `GET /books`, from the document */
@@ -77,7 +78,7 @@ export function createBookkeepingClient (options: ClientOptions): BookkeepingApi
   }
 
   // POST /token through a client of its own: no token, no login again
-  const tokens = createClient<paths>({ baseUrl, fetch: withRetries })
+  const tokens = createClient<paths, 'application/json'>({ baseUrl, fetch: withRetries })
 
   /** Calls that find the token expired at the same time share one login. */
   function login (): Promise<string> {
@@ -107,7 +108,7 @@ export function createBookkeepingClient (options: ClientOptions): BookkeepingApi
     return withRetries(request)
   }
 
-  return createClient<paths>({ baseUrl, fetch: authorized })
+  return createClient<paths, 'application/json'>({ baseUrl, fetch: authorized })
 }
 
 /**
