@@ -327,8 +327,11 @@ t.test('POST /books', async (t) => {
     t.equal(over.statusCode, 413, 'a Content-Length over IMPORT_MAX_BYTES')
     t.strictSame(over.json(), tooLarge)
     t.equal(over.headers.connection, 'close', 'the body unread: the connection closes')
-    // No Content-Length: the body is counted as it is read
     const port = await listening(bounded)
+    const announced = await holdRequest(port, `POST /books HTTP/1.1\r\nHost: x\r\nAuthorization: ${bounded.token}\r\nContent-Type: ${CSV}\r\nContent-Length: 2001`)
+    await announced.closed
+    t.match(announced.received(), /^HTTP\/1\.1 413 .*\r\nconnection: close\r\n/is, 'a Content-Length over it is answered with no byte of its body sent')
+    // No Content-Length: the body is counted as it is read
     const chunk = ndjsonOf(books(10, 'y'.repeat(200)))
     const streamed = await holdRequest(port, `POST /books HTTP/1.1\r\nHost: x\r\nAuthorization: ${bounded.token}\r\n` +
       `Content-Type: ${NDJSON}\r\nTransfer-Encoding: chunked`, `${Buffer.byteLength(chunk).toString(16)}\r\n${chunk}\r\n`)
