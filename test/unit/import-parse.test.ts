@@ -125,6 +125,7 @@ t.test('CSV: another number of fields, or a blank line, is one problem; the read
     '2,A,B\r\n' +
     '\r\n' +
     '3,A,B,1,extra\r\n' +
+    'lone\r\n' +
     '4,"multi\r\nline",B,1,extra\r\n' +
     '5,C,D,2\r\n' +
     '\r\n'
@@ -133,9 +134,10 @@ t.test('CSV: another number of fields, or a blank line, is one problem; the read
     problem(3, 2, '3 fields where the header has 4'),
     problem(4, null, 'blank line'),
     problem(5, 3, '5 fields where the header has 4'),
-    problem(6, 4, '5 fields where the header has 4'),
-    book(8, 5, 'C', 'D', 2),
-    problem(9, null, 'blank line')
+    problem(6, 4, '1 field where the header has 4'),
+    problem(7, 5, '5 fields where the header has 4'),
+    book(9, 6, 'C', 'D', 2),
+    problem(10, null, 'blank line')
   ])
 })
 
@@ -421,7 +423,8 @@ t.test('bounds: over maxBytes or maxBooks throws ImportTooLarge (413); at the bo
   let given = 0
   async function * endless (): AsyncGenerator<Buffer> {
     yield Buffer.from('title,author,year\n')
-    for (;;) {
+    // Ten times the bound: a reader that does not stop fails here rather than running forever
+    for (let n = 0; n < 170; n++) {
       given++
       yield Buffer.from('A,B,1\n'.repeat(1000))
     }
