@@ -230,7 +230,7 @@ class CsvRecords {
     }
     return {
       kind: 'problem',
-      problem: { line, book: ++this.index, error: `${record.length} fields where the header has ${this.#columns}` },
+      problem: { line, book: ++this.index, error: `${record.length} field${record.length === 1 ? '' : 's'} where the header has ${this.#columns}` },
       fatal: false
     }
   }

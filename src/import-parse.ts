@@ -6,6 +6,7 @@
  */
 import { parse as parseContentType } from 'content-type'
 import { readCsv } from './import-csv.js'
+import { readJson } from './import-json.js'
 import { readNdjson } from './import-ndjson.js'
 import type { ImportItem } from './import-items.js'
 
@@ -43,12 +44,7 @@ export async function * readImport (body: AsyncIterable<Buffer>, format: ImportF
 const READERS: Record<ImportFormat, (body: AsyncIterable<Buffer>) => AsyncGenerator<ImportItem[]>> = {
   csv: readCsv,
   ndjson: readNdjson,
-  json: readJsonLater
-}
-
-/** JSON arrays come next; until then such a body is refused as unreadable. */
-async function * readJsonLater (): AsyncGenerator<ImportItem[]> {
-  yield [{ kind: 'problem', problem: { line: 1, book: null, error: 'JSON arrays are not read yet' }, fatal: true }]
+  json: readJson
 }
 
 async function * bounded (body: AsyncIterable<Buffer>, maxBytes: number): AsyncGenerator<Buffer> {

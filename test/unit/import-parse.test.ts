@@ -125,6 +125,7 @@ t.test('CSV: another number of fields, or a blank line, is one problem; the read
     '2,A,B\r\n' +
     '\r\n' +
     '3,A,B,1,extra\r\n' +
+    'lone\r\n' +
     '4,"multi\r\nline",B,1,extra\r\n' +
     '5,C,D,2\r\n' +
     '\r\n'
@@ -133,9 +134,10 @@ t.test('CSV: another number of fields, or a blank line, is one problem; the read
     problem(3, 2, '3 fields where the header has 4'),
     problem(4, null, 'blank line'),
     problem(5, 3, '5 fields where the header has 4'),
-    problem(6, 4, '5 fields where the header has 4'),
-    book(8, 5, 'C', 'D', 2),
-    problem(9, null, 'blank line')
+    problem(6, 4, '1 field where the header has 4'),
+    problem(7, 5, '5 fields where the header has 4'),
+    book(9, 6, 'C', 'D', 2),
+    problem(10, null, 'blank line')
   ])
 })
 
@@ -294,6 +296,80 @@ t.test('NDJSON: a line over 64 KiB is one problem, skipped as it comes, whatever
   t.strictSame(await read(fits, 'ndjson', 999), [book(1, 1, 'A', 'B', 1)], 'a line of 64 KiB at most is read')
 })
 
+t.test('JSON: one array of books, each at the line its element starts on', async (t) => {
+  const body = '\ufeff[\n' +
+    '  {"title": "A", "author": "B", "year": 1},\n' +
+    '  {\n' +
+    '    "id": 9,\n' +
+    '    "title": "Two\\nlines",\n' +
+    '    "author": "D", "year": -2, "extra": {"deep": [1, {"x": null}]}\n' +
+    '  }, {"title": "E", "author": "F", "year": 3}\r\n' +
+    ']\n'
+  t.strictSame(await read(body, 'json'), [
+    book(2, 1, 'A', 'B', 1),
+    book(3, 2, 'Two\nlines', 'D', -2),
+    book(7, 3, 'E', 'F', 3)
+  ])
+  t.strictSame(await read('[]', 'json'), [], 'an empty array: no book')
+  t.strictSame(await read(' \r\n[ ]\n\n', 'json'), [], 'whitespace around it')
+  t.strictSame(await read('[{"title":"A","author":"B","year":1},{"title":"C","author":"D","year":2}]', 'json'),
+    [book(1, 1, 'A', 'B', 1), book(1, 2, 'C', 'D', 2)], 'all on one line')
+})
+
+t.test('JSON: an element POST /book would refuse is one problem; the reading goes on', async (t) => {
+  const body = '[\n' +
+    '{"title":"A","author":"B","year":"1999"},\n' +
+    '[{"title":"A","author":"B","year":1}],\n' +
+    '"text", 3, null, true,\n' +
+    '{"title":"\\ud800","author":"B","year":1},\n' +
+    '{"__proto__":{"x":1},"title":"A","author":"B","year":1},\n' +
+    '{"title":"","author":"B","year":1},\n' +
+    '{"title":"A","author":"B","year":1}\n' +
+    ']'
+  t.strictSame(await read(body, 'json'), [
+    problem(2, 1, 'year: must be an integer'),
+    problem(3, 2, 'must be an object'),
+    problem(4, 3, 'must be an object'),
+    problem(4, 4, 'must be an object'),
+    problem(4, 5, 'must be an object'),
+    problem(4, 6, 'must be an object'),
+    problem(5, 7, 'a string is not well-formed Unicode (a lone surrogate)'),
+    problem(6, 8, 'a key __proto__ or constructor.prototype is not allowed'),
+    problem(7, 9, 'title: must have at least 1 character'),
+    book(8, 10, 'A', 'B', 1)
+  ])
+})
+
+t.test('JSON: a body that is not one array, or broken JSON, is fatal at its line; nothing after it is read', async (t) => {
+  const first = '[\n{"title":"A","author":"B","year":1},\n'
+  const cases: Array<[string, ImportItem[]]> = [
+    ['', [problem(1, null, 'not a JSON array (the body is empty)', true)]],
+    [' \n ', [problem(1, null, 'not a JSON array (the body is empty)', true)]],
+    ['{"title":"A","author":"B","year":1}', [problem(1, null, 'not a JSON array', true)]],
+    ['"books"', [problem(1, null, 'not a JSON array', true)]],
+    ['x', [problem(1, null, 'broken JSON', true)]],
+    [first + '{"title":"A",,"author":"B","year":1},\n{"title":"C","author":"D","year":2}]', [book(2, 1, 'A', 'B', 1), problem(3, null, 'broken JSON', true)]],
+    [first + '{"title":"C","author":"D","year":2},\n]', [book(2, 1, 'A', 'B', 1), book(3, 2, 'C', 'D', 2), problem(4, null, 'broken JSON', true)]],
+    [first + '{"title":"C","author":"D","year":01}\n]', [book(2, 1, 'A', 'B', 1), problem(3, null, 'broken JSON', true)]],
+    [first + '{"title":"C\tD","author":"D","year":1}\n]', [book(2, 1, 'A', 'B', 1), problem(3, null, 'broken JSON', true)]],
+    [first + '{"title":"C","author":"D","year":1}\n]\n[]', [book(2, 1, 'A', 'B', 1), book(3, 2, 'C', 'D', 1), problem(5, null, 'broken JSON', true)]],
+    [first + '{"title":"C","author":"D","year":1}\n', [book(2, 1, 'A', 'B', 1), book(3, 2, 'C', 'D', 1), problem(4, null, 'broken JSON', true)]],
+    [first + '{"title":"C","author":"D","year":1}\u00a0]', [book(2, 1, 'A', 'B', 1), problem(3, null, 'broken JSON', true)]]
+  ]
+  for (const [body, items] of cases) {
+    for (const size of [Infinity, 1]) t.strictSame(await read(body, 'json', size), items, `${JSON.stringify(body.slice(-30))}, chunks of ${size}`)
+  }
+})
+
+t.test('JSON: an element over 64 KiB is fatal, read no further than that', async (t) => {
+  const long = `[{"title":"A","author":"B","year":1},\n{"title":"${'x'.repeat(64 * 1024)}","author":"B","year":1}]`
+  for (const size of [Infinity, 1000]) {
+    t.strictSame(await read(long, 'json', size), [book(1, 1, 'A', 'B', 1), problem(2, null, 'a book over 64 KiB', true)], `chunks of ${size}`)
+  }
+  const fits = `[{"title":"A","author":"B","year":1,"pad":"${'é'.repeat(30000)}"}]`
+  t.strictSame(await read(fits, 'json', 999), [book(1, 1, 'A', 'B', 1)], 'an element of less is read')
+})
+
 t.test('bytes that are not UTF-8 are fatal, on their line', async (t) => {
   const header = Buffer.from('title,author,year\nA,B,1\nC,')
   const cases: Array<[string, Buffer]> = [
@@ -308,6 +384,10 @@ t.test('bytes that are not UTF-8 are fatal, on their line', async (t) => {
     const csv = Buffer.concat([header, bad, Buffer.from('D,2\nE,F,3\n')])
     for (const size of [Infinity, 1]) {
       t.strictSame(await read(csv, 'csv', size), [book(2, 1, 'A', 'B', 1), problem(3, null, 'bytes that are not UTF-8', true)], `CSV, ${name}, chunks of ${size}`)
+    }
+    const json = Buffer.concat([Buffer.from('[{"title":"A","author":"B","year":1},\n\n{"title":"'), bad, Buffer.from('","author":"B","year":1}\n]')])
+    for (const size of [Infinity, 1]) {
+      t.strictSame(await read(json, 'json', size), [book(1, 1, 'A', 'B', 1), problem(3, null, 'bytes that are not UTF-8', true)], `JSON, ${name}, chunks of ${size}`)
     }
     const ndjson = Buffer.concat([Buffer.from('{"title":"A","author":"B","year":1}\n\n{"title":"'), bad, Buffer.from('","author":"B","year":1}\n{"title":"A","author":"B","year":1}\n')])
     for (const size of [Infinity, 1]) {
@@ -334,12 +414,17 @@ t.test('bounds: over maxBytes or maxBooks throws ImportTooLarge (413); at the bo
   const ndjson = '{"title":"A","author":"B","year":1}\n\nnot json\n'
   t.equal((await read(ndjson, 'ndjson', Infinity, { maxBytes: 1000, maxBooks: 2 })).length, 3)
   await t.rejects(read(ndjson, 'ndjson', Infinity, { maxBytes: 1000, maxBooks: 1 }), ImportTooLarge)
+  const json = '[{"title":"A","author":"B","year":1}, 2]'
+  t.equal((await read(json, 'json', 3, { maxBytes: 1000, maxBooks: 2 })).length, 2)
+  await t.rejects(read(json, 'json', 3, { maxBytes: 1000, maxBooks: 1 }), ImportTooLarge)
+  await t.rejects(read(json, 'json', 3, { maxBytes: json.length - 1, maxBooks: 2 }), ImportTooLarge)
 
   // The bytes are counted as they come: a body over the bound is not read to its end
   let given = 0
   async function * endless (): AsyncGenerator<Buffer> {
     yield Buffer.from('title,author,year\n')
-    for (;;) {
+    // Ten times the bound: a reader that does not stop fails here rather than running forever
+    for (let n = 0; n < 170; n++) {
       given++
       yield Buffer.from('A,B,1\n'.repeat(1000))
     }
@@ -361,7 +446,8 @@ t.test('chunk boundaries anywhere give the same items (one byte at a time)', asy
     '4,עברית,B,-1\n' +
     '5,last,B,2'
   const ndjson = '\ufeff{"title":"Caf\u00e9 📚","author":"B","year":1}\r\n\r\nnope\n{"title":"x\\ud800","author":"B","year":1}\n{"title":"A","author":"B","year":2}'
-  for (const [body, format] of [[csv, 'csv'], [ndjson, 'ndjson']] as const) {
+  const json = '\ufeff[{"title":"Caf\u00e9 📚","author":"B","year":1},\r\n[],\n{"title":"x\\ud800","author":"B","year":1},\n{"title":"A","author":"B","year":2},\n{"broken"}]'
+  for (const [body, format] of [[csv, 'csv'], [ndjson, 'ndjson'], [json, 'json']] as const) {
     const whole = await read(body, format)
     t.ok(whole.length >= 5, `${format}: ${whole.length} items`)
     for (const size of [1, 2, 3, 5]) t.strictSame(await read(body, format, size), whole, `${format}, chunks of ${size} bytes`)
@@ -398,6 +484,7 @@ t.test('books are checked exactly as POST /book checks its body (the app\'s Ajv 
   for (const body of bodies) {
     const answer = await fastify.inject({ method: 'POST', url: '/book', payload: JSON.stringify(body), headers: { 'content-type': 'application/json' } })
     const items = await read(JSON.stringify(body) + '\n', 'ndjson')
+    t.strictSame(await read(`[${JSON.stringify(body)}]`, 'json'), items, 'the same in a JSON array')
     t.equal(items.length, 1)
     const item = items[0]!
     if (answer.statusCode === 200) {
