@@ -101,6 +101,11 @@ export class ListView {
     return this.#next?.list.order ?? this.#paged?.order ?? this.#books.order
   }
 
+  /** The order and the filter shown: what Export CSV exports (list-export.ts). */
+  get shown (): { order: Order, filter: string } {
+    return { order: this.#order, filter: this.#elements.filter.value }
+  }
+
   /** Reads the list anew, whole, showing the books as they arrive; in pages once they are too many. */
   async load (): Promise<void> {
     this.#stop()
