@@ -451,3 +451,36 @@ t.test('each example: answered 429 with Retry-After, waits and goes on; gives up
     }))
   })
 })
+
+/**
+ * The export example of docs/api.md (docs/examples/export.py), run as a reader would: it reads
+ * the CSV export with Python's `csv` module as it streams in, and gets every book back exactly as
+ * stored, whatever its text holds; an error is the envelope's message, and a failure.
+ */
+t.test('the Python export example reads every book back as stored, and reports a refusal', { skip: STORE_INDEPENDENT }, async (t) => {
+  const { service, db } = await setUp(t)
+  const texts = ['a, b', 'say "hi"', 'line\nbreak', 'both\r\nends', 'cr\ronly', 'tab\there', '=1+2', '+SUM(A1)', '-2', '@cmd',
+    '📚 עברית', ' spaced ', '"quoted"', 'back\\slash']
+  await db.query(`INSERT INTO books (title, author, year)
+    SELECT t.title, a.author, 1900 + t.n FROM unnest($1::text[]) WITH ORDINALITY AS t (title, n)
+    JOIN unnest($1::text[]) WITH ORDINALITY AS a (author, n) ON a.n = (t.n % cardinality($1::text[])) + 1`, [texts])
+  // Past 1,000 books: the export is streamed in pages
+  await db.query("INSERT INTO books (title, author, year) SELECT 'Title ' || g, 'Author, ' || g, g FROM generate_series(1, 1200) g")
+  const stored = (await db.query<{ id: number, title: string, author: string, year: number }>(
+    'SELECT id::int, title, author, year FROM books ORDER BY id')).rows
+  const url = `http://127.0.0.1:${service.port}`
+  const script = join(EXAMPLES, 'export.py')
+
+  const whole = await runProgram(t, 'python3', [script], url, {})
+  t.equal(whole.failure, null, 'the export read to its end')
+  t.strictSame(whole.stdout.trimEnd().split('\n').map((line) => JSON.parse(line)), stored, `every book as stored (${stored.length})`)
+  t.match(whole.stderr, `export complete: ${stored.length} books`)
+
+  const filtered = await runProgram(t, 'python3', [script], url, { BOOKKEEPING_QUERY: 'title=%22&sort=-year' })
+  t.strictSame(filtered.stdout.trimEnd().split('\n').map((line) => JSON.parse(line)),
+    stored.filter((book) => book.title.includes('"')).sort((a, b) => b.year - a.year || a.id - b.id), 'with the listing\'s parameters')
+
+  const refused = await runProgram(t, 'python3', [script], url, { BOOKKEEPING_QUERY: 'limit=0' })
+  t.match(refused.failure, /^exit 1/, 'a refusal fails')
+  t.match(refused.stderr, 'export refused: 400 Invalid input')
+})
