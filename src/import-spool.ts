@@ -112,6 +112,11 @@ export class ImportSpool {
     if (batch.length > 0) yield batch
   }
 
+  /** `close`, for where nobody waits on it: a descriptor that fails to close is gone anyway. */
+  discard (): void {
+    this.close().catch(() => {})
+  }
+
   /** Closes the file, which then goes with its descriptor; again is nothing. */
   async close (): Promise<void> {
     if (this.#closed) return

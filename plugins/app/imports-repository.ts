@@ -33,11 +33,11 @@ export interface IdRun {
 }
 
 /** An import stored (`created`), or answered from its key (`replayed`): the ids, in input order. */
-export type ImportOutcome =
+type ImportOutcome =
   | { outcome: 'created' | 'replayed', ids: IdRun[] }
   | { outcome: 'mismatch' | 'busy' }
 
-export interface ImportKey {
+interface ImportKey {
   key: string
   /** `importFingerprint` of the books, in order. */
   fingerprint: Buffer
@@ -79,7 +79,7 @@ function createImportsRepository (pool: Pool, loader: ImportLoader) {
   const keysInFlight = new Set<string>()
 
   /** The import's transaction on `client`, begun; answers what it did, or the key's state. */
-  async function storeOn (client: PoolClient, spool: ImportSpool, key: ImportKey | undefined): Promise<ImportOutcome> {
+  async function storeOn (client: PoolClient, spool: ImportSpool, key: ImportKey | undefined, progress: () => void): Promise<ImportOutcome> {
     if (key !== undefined) {
       const { rows: [lock] } = await client.query<{ granted: boolean }>(TAKE_KEY, [keyLock(key.key)])
       if (lock?.granted !== true) return { outcome: 'busy' }
@@ -94,10 +94,14 @@ function createImportsRepository (pool: Pool, loader: ImportLoader) {
     const ids: IdRun[] = []
     if (spool.count > 0) {
       await client.query(CREATE_IMPORT_TABLE)
-      for await (const lines of spool.batches(loader.rows)) await loader.load(client, lines)
+      for await (const lines of spool.batches(loader.rows)) {
+        await loader.load(client, lines)
+        progress()
+      }
       for (let first = 1; first <= spool.count; first += INSERT_ROWS) {
         const { rows } = await client.query<{ first: string, count: number }>(INSERT_BOOKS, [first, first + INSERT_ROWS - 1])
         for (const run of rows) appendRun(ids, { first: Number(run.first), count: run.count })
+        progress()
       }
     }
     if (key !== undefined) await client.query(STORE_KEY, [key.key, key.fingerprint, multirange(ids)])
@@ -109,8 +113,9 @@ function createImportsRepository (pool: Pool, loader: ImportLoader) {
      * Stores every book of `spool` (flushed), in input order, or none; with a key, once: a
      * repeat with the same books answers the first import's ids (`replayed`, nothing stored),
      * other books `mismatch`; a key whose import or create is still running is `busy`.
+     * `progress` is called after each chunk.
      */
-    async store (spool: ImportSpool, key?: ImportKey): Promise<ImportOutcome> {
+    async store (spool: ImportSpool, key: ImportKey | undefined, progress: () => void = () => {}): Promise<ImportOutcome> {
       if (key !== undefined) {
         if (keysInFlight.has(key.key)) return { outcome: 'busy' }
         keysInFlight.add(key.key)
@@ -121,7 +126,7 @@ function createImportsRepository (pool: Pool, loader: ImportLoader) {
         client = await pool.connect()
         client.on('error', ignoreClientError)
         await client.query(BEGIN_BOUNDED)
-        const outcome = await storeOn(client, spool, key)
+        const outcome = await storeOn(client, spool, key, progress)
         await client.query(outcome.outcome === 'created' ? 'COMMIT' : 'ROLLBACK')
         return outcome
       } catch (err) {
