@@ -70,7 +70,7 @@ function signInAgain (): Promise<void> {
 }
 
 /** A network failure (no answer at all) as a failure a person can retry. */
-async function fetchOrFail (request: Request): Promise<Response> {
+export async function fetchOrFail (request: Request): Promise<Response> {
   try {
     return await fetch(request)
   } catch {
@@ -78,21 +78,30 @@ async function fetchOrFail (request: Request): Promise<Response> {
   }
 }
 
-/** Book calls: the token in `Authorization`, bare; on a 401, sign in again and repeat. */
-async function authorizedFetch (request: Request): Promise<Response> {
+/**
+ * A book call, which `send` makes with the token (in `Authorization`, bare): on a 401, sign in
+ * again and send it again. Calls that are not fetch (an upload with progress) come through here too.
+ */
+export async function withToken (send: (token: string) => Promise<Response>): Promise<Response> {
   for (;;) {
     const token = session.token
     if (token === null) {
       await signInAgain()
       continue
     }
-    const attempt = request.clone()
-    attempt.headers.set('Authorization', token)
-    const response = await fetchOrFail(attempt)
+    const response = await send(token)
     // Refused, unless someone signed in meanwhile and the token already changed
     if (response.status !== 401) return response
     if (session.token === token) await signInAgain()
   }
+}
+
+function authorizedFetch (request: Request): Promise<Response> {
+  return withToken((token) => {
+    const attempt = request.clone()
+    attempt.headers.set('Authorization', token)
+    return fetchOrFail(attempt)
+  })
 }
 
 const baseUrl = location.origin
@@ -107,6 +116,11 @@ export interface Answer<T> { message: string, data: T }
 function answerOf<T> ({ data, error, response }: { data?: Answer<T>, error?: unknown, response: Response }): Answer<T> {
   if (data !== undefined) return data
   throw failureOf(response, error)
+}
+
+/** The failure an answer read without openapi-fetch is: its envelope's message, if it has one. */
+export async function failureOfAnswer (response: Response): Promise<ApiFailure> {
+  return failureOf(response, await response.json().catch(() => undefined))
 }
 
 function failureOf (response: Response, error?: unknown): ApiFailure {

@@ -101,6 +101,11 @@ export class ListView {
     return this.#next?.list.order ?? this.#paged?.order ?? this.#books.order
   }
 
+  /** The order and the filter shown: what Export CSV exports (list-export.ts). */
+  get shown (): { order: Order, filter: string } {
+    return { order: this.#order, filter: this.#elements.filter.value }
+  }
+
   /** Reads the list anew, whole, showing the books as they arrive; in pages once they are too many. */
   async load (): Promise<void> {
     this.#stop()
@@ -196,10 +201,20 @@ export class ListView {
    * nothing more. While the list is being read it waits, so as not to be read over.
    */
   apply (change: Change): void {
-    if (this.#loading !== null || this.#next !== null) this.#deferred.push(change)
-    else if (change.kind === 'deleted') this.remove(change.id)
-    else if (change.kind === 'created' && this.#paged !== null) this.#paged.add(change.book)
-    else this.upsert(change.book)
+    if (this.#loading !== null || this.#next !== null) {
+      this.#deferred.push(change)
+    } else if (this.#paged !== null) {
+      if (change.kind === 'deleted') this.#paged.remove(change.id)
+      else if (change.kind === 'created') this.#paged.add(change.book)
+      else this.#paged.upsert(change.book)
+    } else {
+      // Drawn at the next frame, not at once: an import brings thousands of changes in a burst,
+      // and one drawing each would hold the page for minutes
+      if (change.kind === 'deleted') this.#books.remove(change.id)
+      else this.#books.upsert(change.book)
+      this.#table.show(this.#books.view)
+      this.#showCount()
+    }
   }
 
   #applyDeferred (): void {

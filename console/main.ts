@@ -1,8 +1,9 @@
 /**
  * The console page: signing in and out, signing in again when the token expires, and the parts
  * wired together: the list (list-view.ts), the book form (book-form.ts), the delete
- * confirmation (delete-dialog.ts) and the feed of changes (change-feed.ts), followed while signed
- * in, with its state in the header. Everything goes through the public API (api.ts).
+ * confirmation (delete-dialog.ts), Import books (import-dialog.ts), Export CSV (list-export.ts)
+ * and the feed of changes (change-feed.ts), followed while signed in, with its state in the
+ * header. Everything goes through the public API (api.ts, bulk-api.ts).
  */
 import './style.css'
 import { SignedOut, onReauthenticate, session, signIn, signOut } from './api.js'
@@ -12,6 +13,8 @@ import { ChangeFeed, type FeedState } from './change-feed.js'
 import { deleteDialog } from './delete-dialog.js'
 import { element } from './dom.js'
 import { busy, clearProblem, problemOf, showProblem } from './feedback.js'
+import { importDialog } from './import-dialog.js'
+import { exportList, save } from './list-export.js'
 import { ListView } from './list-view.js'
 
 const signedOutView = element('signed-out')
@@ -71,6 +74,25 @@ const feed = new ChangeFeed({
 })
 
 element('add').addEventListener('click', () => openBookForm(null))
+
+// The books imported come through the feed, as every change does
+const openImportDialog = importDialog({ imported: (message, count) => changed(`${message}: ${count.toLocaleString()} ${count === 1 ? 'book' : 'books'}.`, null) })
+element('import').addEventListener('click', () => openImportDialog())
+
+const exportButton = element<HTMLButtonElement>('export')
+exportButton.addEventListener('click', () => {
+  const { order, filter } = list.shown
+  clearProblem(notice)
+  outcome.textContent = 'Exporting…'
+  exportButton.disabled = true
+  exportList(order, filter).then((file) => {
+    save(file)
+    outcome.textContent = 'Exported: books.csv.'
+  }, (error) => {
+    outcome.textContent = ''
+    if (!(error instanceof SignedOut)) showProblem(notice, error, () => exportButton.click())
+  }).finally(() => { exportButton.disabled = false })
+})
 
 for (const close of document.querySelectorAll<HTMLButtonElement>('[data-close]')) {
   close.addEventListener('click', () => close.closest('dialog')!.close())

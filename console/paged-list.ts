@@ -336,7 +336,7 @@ export class PagedList {
 }
 
 /** No title or author can contain a NUL, nor more characters than the longest (the service refuses both). */
-function matchesNothing (filter: string): boolean {
+export function matchesNothing (filter: string): boolean {
   return filter.includes('\u0000') || [...filter].length > TEXT_MAX_LENGTH
 }
 
