@@ -1,7 +1,7 @@
 /**
  * `POST /books`: an import of many books, from CSV, NDJSON or a JSON array, all or nothing. The
- * body is read as it arrives (src/import-parse.ts), each valid book spooled (src/import-spool.ts);
- * once it has ended with no problem, one transaction stores every book
+ * body is taken whole as it arrives (src/received-body.ts), then read (src/import-parse.ts), each
+ * valid book spooled (src/import-spool.ts); once it has ended with no problem, one transaction stores every book
  * (plugins/app/imports-repository.ts), and the answer streams the books back from the spool with
  * their ids, in input order, in the format the client accepts. A dry run reads and checks the
  * whole body and stores nothing.
@@ -17,6 +17,7 @@ import { BOOKS_CSV_HEADER, bookCsvLine } from '../src/csv-text.js'
 import { Message, SuccessSchema, envelope, failureSchemas } from '../src/envelope.js'
 import { ApiError } from '../src/errors.js'
 import { ImportSpool, spooledBook } from '../src/import-spool.js'
+import { ReceivedBody } from '../src/received-body.js'
 import { importFormat, readImport, type ImportFormat, type ImportProblem } from '../src/import-parse.js'
 import { CSV_MEDIA_TYPE, NDJSON_MEDIA_TYPE, answerFormat, type AnswerFormat } from '../src/media-types.js'
 import { BookSchema } from '../src/schemas/book.js'
@@ -136,7 +137,7 @@ const importRoute: FastifyPluginAsyncTypebox = async (fastify) => {
   })
 
   /** The report of a dry run: every problem counted, the first ones listed. */
-  async function dryRun (body: Readable, format: ImportFormat) {
+  async function dryRun (body: AsyncIterable<Buffer>, format: ImportFormat) {
     const problems: ImportProblem[] = []
     let problemCount = 0
     let books = 0
@@ -153,7 +154,7 @@ const importRoute: FastifyPluginAsyncTypebox = async (fastify) => {
   }
 
   /** The body's books spooled, with their fingerprint; the first problem refuses the import. */
-  async function spoolImport (body: Readable, format: ImportFormat, spool: ImportSpool) {
+  async function spoolImport (body: AsyncIterable<Buffer>, format: ImportFormat, spool: ImportSpool) {
     const fingerprint = importFingerprint()
     for await (const item of readImport(body, format, { maxBytes: config.IMPORT_MAX_BYTES, maxBooks: config.IMPORT_MAX_BOOKS })) {
       if (item.kind === 'problem') throw new ApiError(400, Message.InvalidImport)
@@ -232,13 +233,16 @@ const importRoute: FastifyPluginAsyncTypebox = async (fastify) => {
     const format = importFormat(request.headers['content-type'])
     // A POST without a body, or with one that no parser took
     if (format === null || !(request.body instanceof Readable)) throw new ApiError(415, Message.UnsupportedMediaType)
-    const body = request.body
-    if (request.query.dry_run === 'true') return dryRun(body, format)
+    // The whole body first, at the pace it comes, within the request timeout; then its books
+    const received = await ReceivedBody.receive(request.body, config.IMPORT_MAX_BYTES)
+    // Whatever ends the request, the files go with it
+    reply.raw.once('close', () => received.discard())
+    const body = received.chunks()
+    if (request.query.dry_run === 'true') return dryRun(body, format).finally(() => received.discard())
     const spool = await ImportSpool.open()
-    // Whatever ends the request, the spool goes with it
     reply.raw.once('close', () => spool.discard())
     try {
-      const fingerprint = await spoolImport(body, format, spool)
+      const fingerprint = await spoolImport(body, format, spool).finally(() => received.discard())
       const key = request.headers['idempotency-key']
       // The client waits for the transaction without a byte either way: each chunk stored is
       // activity, or the send timeout would cut off a long one (src/connections.ts)

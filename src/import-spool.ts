@@ -2,8 +2,8 @@
  * The books of one import between its body and its answer: a file that nobody else can open (it
  * is unlinked as soon as it is open, so nothing is left behind whatever ends the process), in
  * PostgreSQL's COPY text format, one line per book: `n\ttitle\tauthor\tyear\n`, `n` its 1-based
- * place in the input. The body is written to it as it arrives, so a slow client never holds a
- * transaction; the transaction reads it back in chunks for COPY, and the answer reads it once
+ * place in the input. The books are written to it as the body is read, so a slow client never
+ * holds a transaction; the transaction reads it back in chunks for COPY, and the answer reads it once
  * more, in input order, beside the ids the books were given.
  */
 import { randomBytes } from 'node:crypto'
@@ -42,6 +42,23 @@ export function spooledBook (line: string): SpooledBook {
   return { n: Number(n), title: textOf(title!), author: textOf(author!), year: Number(year) }
 }
 
+/**
+ * A new file in the system's temporary directory that only the descriptor answered reaches: it
+ * is unlinked at once, and goes when the descriptor closes.
+ */
+export async function openUnlinked (prefix: string): Promise<FileHandle> {
+  const path = join(tmpdir(), `${prefix}-${randomBytes(12).toString('hex')}`)
+  // `wx`: created here, never an existing file; readable back through the same descriptor
+  const file = await open(path, 'wx+', 0o600)
+  try {
+    await unlink(path)
+  } catch (err) {
+    await file.close()
+    throw err
+  }
+  return file
+}
+
 export class ImportSpool {
   /** Books written so far. */
   count = 0
@@ -54,16 +71,7 @@ export class ImportSpool {
 
   /** A new, empty spool in the system's temporary directory, already unlinked. */
   static async open (): Promise<ImportSpool> {
-    const path = join(tmpdir(), `bookkeeping-import-${randomBytes(12).toString('hex')}`)
-    // `wx`: created here, never an existing file; readable back through the same descriptor
-    const file = await open(path, 'wx+', 0o600)
-    try {
-      await unlink(path)
-    } catch (err) {
-      await file.close()
-      throw err
-    }
-    return new ImportSpool(file)
+    return new ImportSpool(await openUnlinked('bookkeeping-import'))
   }
 
   /** Adds a book after the others; the file is written once enough has gathered. */
