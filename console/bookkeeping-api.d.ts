@@ -121,7 +121,11 @@ export interface paths {
          */
         get: operations["listBooks"];
         put?: never;
-        post?: never;
+        /**
+         * Import books: CSV, NDJSON or a JSON array, all or nothing
+         * @description The body is `text/csv` (a header line naming title, author and year), `application/x-ndjson` (one book object per line) or `application/json` (an array of books); each book is validated as POST /book validates one. Any invalid book or malformed body: 400 Invalid import, and nothing is stored; `?dry_run=true` answers 200 with the lines refused and why, storing nothing. Stored: 201 with the books in input order, with their ids, as the envelope, CSV or NDJSON (Accept); `Prefer: return=minimal`: only their count.
+         */
+        post: operations["importBooks"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1004,6 +1008,202 @@ export interface operations {
                 };
             };
             /** @description Service Unavailable: Service unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+        };
+    };
+    importBooks: {
+        parameters: {
+            query?: {
+                /** @description true: read and check the whole body, store nothing, and answer 200 with the report */
+                dry_run?: "true" | "false";
+            };
+            header?: {
+                /**
+                 * @description Makes the create safe to retry: a repeat with the same key and body within 24 hours answers the first 201 again and stores nothing. A Structured Field string of 1 to 255 printable ASCII characters (the bare key is accepted too).
+                 * @example "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                 */
+                "idempotency-key"?: string;
+                /** @description `return=minimal`: the answer holds only the count of the books stored (RFC 7240) */
+                prefer?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example title,author,year
+                 *     Dune,Frank Herbert,1965
+                 */
+                "text/csv": unknown;
+                /** @example {"title":"Dune","author":"Frank Herbert","year":1965} */
+                "application/x-ndjson": unknown;
+                /**
+                 * @example [
+                 *       {
+                 *         "title": "Dune",
+                 *         "author": "Frank Herbert",
+                 *         "year": 1965
+                 *       }
+                 *     ]
+                 */
+                "application/json": unknown;
+            };
+        };
+        responses: {
+            /** @description Import checked */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: {
+                            /** @description The books read */
+                            books: number;
+                            /** @description Whether an import of this body would be stored */
+                            valid: boolean;
+                            /** @description The first 100 problems */
+                            problems: {
+                                /** @description The 1-based line of the body where the record starts */
+                                line: number;
+                                /** @description The 1-based place of the book in the input; null for a problem that is not one book's */
+                                book: number | null;
+                                error: string;
+                            }[];
+                            /** @description Every problem found */
+                            problem_count: number;
+                        };
+                    };
+                };
+            };
+            /** @description Books imported */
+            201: {
+                headers: {
+                    /** @description `return=minimal`, when the answer holds only the count */
+                    "Preference-Applied"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: {
+                            id: number;
+                            title: string;
+                            author: string;
+                            year: number;
+                        }[] | {
+                            count: number;
+                        };
+                    };
+                };
+            };
+            /** @description Bad Request: Invalid import: send it with ?dry_run=true for the lines refused, Invalid input, Bad request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+            /** @description Unauthorized: Authorization token required, Invalid token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+            /** @description Conflict: A request with this idempotency key is in progress */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+            /** @description Payload Too Large: Payload too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+            /** @description Unsupported Media Type: Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+            /** @description Unprocessable Entity: Idempotency key already used with a different body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+            /** @description Internal Server Error: Internal server error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        status: number;
+                        message: string;
+                        data: null;
+                    };
+                };
+            };
+            /** @description Service Unavailable: Service unavailable, Too many imports at once */
             503: {
                 headers: {
                     [name: string]: unknown;
