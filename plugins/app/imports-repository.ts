@@ -8,7 +8,7 @@
  * no wait for the client between two (the body is spooled before it begins). On a PostgreSQL
  * server the books go in by `COPY`, which node-postgres cannot send on the main pool's pipelining
  * connections: those imports take their connections from a small pool of their own, one per
- * import at once. On PGlite, one session that every connection shares, they go in as arrays on
+ * import at once, ended by an `onClose` hook. On PGlite, one session that every connection shares, they go in as arrays on
  * the main pool's one connection.
  */
 import { createHash } from 'node:crypto'
