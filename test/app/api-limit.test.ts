@@ -85,7 +85,8 @@ t.test('API_RATE_LIMIT counts every book route and the feed together, per addres
 
   for (const options of [
     { method: 'GET', url: '/books' }, { method: 'GET', url: `/book/${id}` }, { method: 'POST', url: '/book', payload: BOOK },
-    { method: 'PUT', url: `/book/${id}`, payload: { year: 1 } }, { method: 'DELETE', url: `/book/${id}` }, { method: 'GET', url: '/books/changes' }
+    { method: 'PUT', url: `/book/${id}`, payload: { year: 1 } }, { method: 'DELETE', url: `/book/${id}` }, { method: 'GET', url: '/books/changes' },
+    { method: 'POST', url: '/books', payload: 'title,author,year\r\n', headers: { 'content-type': 'text/csv' } }
   ] as const) {
     const refused = await request(options)
     t.equal(refused.statusCode, 429, `${options.method} ${options.url} refused`)
@@ -97,7 +98,7 @@ t.test('API_RATE_LIMIT counts every book route and the feed together, per addres
     t.equal(refused.headers['ratelimit-policy'], `"${API_POLICY}";q=8;w=60`)
   }
 
-  t.strictSame(await documented429(app), ['createBook', 'createToken', 'deleteBook', 'followChanges', 'getBook', 'listBooks', 'updateBook'],
+  t.strictSame(await documented429(app), ['createBook', 'createToken', 'deleteBook', 'followChanges', 'getBook', 'importBooks', 'listBooks', 'updateBook'],
     'the OpenAPI document lists 429 for every limited operation')
 
   const other = await limitedRequest(app, token, '192.0.2.21')({ method: 'GET', url: '/books' })
