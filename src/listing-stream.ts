@@ -23,12 +23,25 @@ export const STREAM_PAGE = 500
 export const STREAM_PAGE_MAX = 8000
 export const GROWN_PAGE_ROWS = 250_000
 
-/** A page of a listing: its books as comma-separated Book JSON, their count, where it ended. */
+/**
+ * A page of a listing: its books as the listing's format writes them (comma-separated Book JSON
+ * for the envelope, or lines of CSV or NDJSON), their count, where it ended.
+ */
 export interface ListingPage {
   count: number
   last: Position | null
-  json: string
+  text: string
 }
+
+/** How the pages of a listing's answer join: what comes before each page after the first, what ends the answer. */
+export interface PageJoins {
+  between: string
+  end: string
+}
+/** The envelope's `data` array: pages of comma-separated objects, closed by the array and the envelope. */
+export const ENVELOPE_JOINS: PageJoins = { between: ',', end: ']}' }
+/** Lines (CSV, NDJSON): each page ends its last line itself; nothing closes the answer. */
+export const LINE_JOINS: PageJoins = { between: '', end: '' }
 
 export type ReadPage = (after: Position, limit: number, signal: AbortSignal) => Promise<ListingPage>
 /**
@@ -69,9 +82,9 @@ interface PageRead {
 }
 
 /**
- * The envelope of a long listing, in pieces: `head`, the envelope's start with the first page
- * already read (`first`, asked for with `firstLimit`), then each next page as the client takes
- * the previous one (backpressure). A listing holds two pages: the one being written, until the
+ * A long listing, in pieces: `head`, the answer's start with the first page already read
+ * (`first`, asked for with `firstLimit`), then each next page as the client takes the previous
+ * one (backpressure), joined as `joins` says (the envelope's JSON by default, or lines). A listing holds two pages: the one being written, until the
  * socket has handed all of it to the kernel, and the next one, read meanwhile. Nothing is
  * buffered beyond that (`highWaterMark: 0`): a page is asked for only when the one before has
  * gone out.
@@ -88,11 +101,13 @@ interface PageRead {
  * budget spent, a listing reads pages of STREAM_PAGE one after the other.
  *
  * A client that goes away stops the reading. A failure after the first piece cannot change the
- * status any more: the stream errors, the connection is cut and the body stays incomplete JSON,
- * so no client takes a partial list for the whole one.
+ * status any more: the stream errors, the connection is cut before the chunked answer's
+ * terminating chunk and the body stays incomplete (JSON that does not parse; lines that a client
+ * of HTTP sees cut off: no format of lines can say so itself), so no client takes a partial list
+ * for the whole one.
  */
 export function listingStream (head: string, first: ListingPage, firstLimit: number, readPageOf: ReadPage,
-  { budget, connectionFree, readBeyond: readBeyondOf, tracing = NO_TRACING }: ListingResources): Readable {
+  { budget, connectionFree, readBeyond: readBeyondOf, tracing = NO_TRACING }: ListingResources, joins: PageJoins = ENVELOPE_JOINS): Readable {
   const request = tracing.current()
   const readPage: ReadPage = tracing === NO_TRACING
     ? readPageOf
@@ -151,14 +166,16 @@ export function listingStream (head: string, first: ListingPage, firstLimit: num
     }
   }
 
+  const end = (stream: Readable) => {
+    // An empty string pushed is no piece: a stream of lines just ends
+    if (joins.end !== '') stream.push(joins.end)
+    stream.push(null)
+  }
+
   /** Sends the next page once it is read; a page read ahead that does not fit is read again. */
   const sendNext = (stream: Readable) => {
     const read = ahead.shift()
-    if (read === undefined) {
-      stream.push(']}')
-      stream.push(null)
-      return
-    }
+    if (read === undefined) return end(stream)
     awaited = read
     // The client took the page before this one ahead of it: it waits on the database
     const waited = !read.ready
@@ -177,12 +194,10 @@ export function listingStream (head: string, first: ListingPage, firstLimit: num
       if (page.count === 0) {
         // The page before was full and the last
         dropAhead()
-        stream.push(']}')
-        stream.push(null)
-        return
+        return end(stream)
       }
       plan(waited)
-      stream.push(`,${page.json}`)
+      stream.push(`${joins.between}${page.text}`)
     }, (err: Error) => stream.destroy(err))
   }
 

@@ -10,9 +10,19 @@ export type AnswerFormat = 'envelope' | 'csv' | 'ndjson'
 /** RFC 4180's type, with its two optional parameters: the text is UTF-8, and a header line comes first. */
 export const CSV_MEDIA_TYPE = 'text/csv; charset=utf-8; header=present'
 export const NDJSON_MEDIA_TYPE = 'application/x-ndjson'
+/** What an NDJSON answer is sent as: Fastify gives a text body without a charset this one. */
+export const NDJSON_ANSWER_TYPE = `${NDJSON_MEDIA_TYPE}; charset=utf-8`
 
-/** The envelope's type first: on a tie between it and a wildcard, the envelope wins. */
-const OFFERED = ['application/json', 'text/csv', NDJSON_MEDIA_TYPE]
+/**
+ * The envelope's type first: on a tie between it and a wildcard, the envelope wins. The types with
+ * the parameters of the answers, so that a media range naming one of them (`text/csv;
+ * charset=utf-8`) matches, and one naming another value (`charset=latin1`) does not.
+ */
+const OFFERED = ['application/json', CSV_MEDIA_TYPE, NDJSON_ANSWER_TYPE]
+const FORMATS: Record<string, { type: string, format: AnswerFormat }> = {
+  [CSV_MEDIA_TYPE]: { type: 'text/csv', format: 'csv' },
+  [NDJSON_ANSWER_TYPE]: { type: NDJSON_MEDIA_TYPE, format: 'ndjson' }
+}
 
 /**
  * The format the client prefers. A wildcard (`*\/*`, `text/*`) only ever selects the envelope:
@@ -22,8 +32,8 @@ const OFFERED = ['application/json', 'text/csv', NDJSON_MEDIA_TYPE]
 export function answerFormat (accept: string | undefined): AnswerFormat {
   if (accept === undefined) return 'envelope'
   const best = new Negotiator({ headers: { accept } }).mediaType(OFFERED)
-  if (best === undefined || best === 'application/json') return 'envelope'
-  return namesExplicitly(accept, best) ? (best === 'text/csv' ? 'csv' : 'ndjson') : 'envelope'
+  const chosen = best === undefined ? undefined : FORMATS[best]
+  return chosen !== undefined && namesExplicitly(accept, chosen.type) ? chosen.format : 'envelope'
 }
 
 /** Whether a media range of `accept` is `type` itself, rather than a wildcard that covers it. */

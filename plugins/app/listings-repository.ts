@@ -2,7 +2,8 @@
  * Adds `fastify.listingsRepository`, made by `createListingsRepository` (below) on the pool of
  * @fastify/postgres once migrate has brought the tables up to date: the pages of `GET /books`,
  * every book in id order or a walk (src/listing.ts), and the pages a long listing reads ahead
- * (src/listing-stream.ts). Every page query runs within `fastify.readBudget`
+ * (src/listing-stream.ts), each written by PostgreSQL in the format the listing answers (the
+ * envelope's JSON, CSV or NDJSON: `PageFormat`). Every page query runs within `fastify.readBudget`
  * (plugins/app/read-budget.ts), counted for the client that asked; a page with a filter runs
  * within LISTING_BUDGET_MS (`budgetedQuery`, below). The statements: src/db/listings-sql.ts.
  */
@@ -12,7 +13,7 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { batched } from '../../src/db/batch.js'
 import { BOOK_COLUMNS } from '../../src/db/books-sql.js'
-import { CHANGED_BY, LISTING_PAGE, LISTING_PAGE_BEYOND, SORT_KEYS, walkFilters } from '../../src/db/listings-sql.js'
+import { CHANGED_BY, LISTING_PAGE, LISTING_PAGE_BEYOND, SORT_KEYS, pageText, walkFilters, type PageFormat } from '../../src/db/listings-sql.js'
 import { boundedQueryOn, boundedTransaction } from '../../src/db/bounded-query.js'
 import type { SqlDialect } from '../../src/db/dialect.js'
 import { ListingOverBudget, hasFilter, type Position, type Walk } from '../../src/listing.js'
@@ -57,9 +58,15 @@ function budgetSettings (budgetMs: number): string {
   return `SET LOCAL statement_timeout = ${budgetMs}; SET LOCAL max_parallel_workers_per_gather = 0`
 }
 
+/** The first page of a plain listing, asked for with others in one statement. */
+interface FirstPage {
+  limit: number
+  format: PageFormat
+}
+
 interface WalkPageRow {
   count: number
-  json: string
+  text: string
   last_id: string | null
   last_key?: string | null
   snapshot?: string
@@ -67,7 +74,8 @@ interface WalkPageRow {
 
 /**
  * The statement of one page of a walk (src/listing.ts): up to `limit` books of its filters, in
- * its order, after `position`. Built from fixed pieces; every value is a parameter.
+ * its order, after `position`, written as `format` writes them. Built from fixed pieces; every
+ * value is a parameter.
  *
  * A keyset page: after the book with sort key k and id i come the other books with key k and
  * a higher id, then those with a key beyond k. Each of the two is one range of an index of the
@@ -90,7 +98,7 @@ interface WalkPageRow {
  * order (`readsMatchesFirst`).
  */
 function walkPageQuery (
-  walk: Walk, position: Position | null, limit: number, dialect: SqlDialect, matchesFirst = false
+  walk: Walk, position: Position | null, limit: number, format: PageFormat, dialect: SqlDialect, matchesFirst = false
 ): { text: string, values: unknown[] } {
   const values: unknown[] = [limit]
   const parameter = (value: unknown, type: string) => `$${values.push(value)}::${type}`
@@ -131,7 +139,7 @@ function walkPageQuery (
     ? 'WITH start AS MATERIALIZED (SELECT pg_current_snapshot()::text AS snapshot) '
     : position?.snapshot == null ? '' : dialect.issuedTransactions?.cte ?? ''
   const text = `${cte}SELECT count(*)::int4 AS count,
-           coalesce(string_agg(row_to_json(page)::text, ',' ORDER BY ${order}), '') AS json,
+           ${pageText(format, order)} AS text,
            (array_agg(id ORDER BY ${last}))[1]::text AS last_id` +
     (walk.field === 'id' ? '' : `, (array_agg(${walk.field}::text ORDER BY ${last}))[1] AS last_key`) +
     (walkStart ? ', (SELECT snapshot FROM start) AS snapshot' : '') +
@@ -170,26 +178,26 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
     }
   }
 
-  async function pageAfter (afterId: string, limit: number, client: string | null, signal?: AbortSignal): Promise<ListingPage> {
+  async function pageAfter (afterId: string, limit: number, client: string | null, format: PageFormat, signal?: AbortSignal): Promise<ListingPage> {
     const run = client === null ? readBudget : readBudget.of(client)
     const { rows: [row] } = await run(() => {
       // A listing whose client left while this waited for its turn needs it no more
       signal?.throwIfAborted()
-      return query<{ count: number, last_id: string | null, json: string }>(LISTING_PAGE, [afterId, limit])
+      return query<{ count: number, last_id: string | null, text: string }>(LISTING_PAGE[format], [afterId, limit])
     })
-    return { count: row!.count, last: row!.last_id === null ? null : { key: null, id: row!.last_id, snapshot: null }, json: row!.json }
+    return { count: row!.count, last: row!.last_id === null ? null : { key: null, id: row!.last_id, snapshot: null }, text: row!.text }
   }
 
-  async function pageBeyond (after: Position, skip: number, limit: number, client: string, signal?: AbortSignal): Promise<PageBeyond> {
+  async function pageBeyond (after: Position, skip: number, limit: number, client: string, format: PageFormat, signal?: AbortSignal): Promise<PageBeyond> {
     const { rows: [row] } = await readBudget.of(client)(() => {
       signal?.throwIfAborted()
-      return query<{ after_id: string | null, count: number, last_id: string | null, json: string }>(LISTING_PAGE_BEYOND, [after.id, skip, limit])
+      return query<{ after_id: string | null, count: number, last_id: string | null, text: string }>(LISTING_PAGE_BEYOND[format], [after.id, skip, limit])
     })
     return {
       after: row!.after_id,
       count: row!.count,
       last: row!.last_id === null ? null : { key: null, id: row!.last_id, snapshot: null },
-      json: row!.json
+      text: row!.text
     }
   }
 
@@ -205,20 +213,22 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
     return row!['QUERY PLAN'][0]!.Plan['Plan Rows'] < MATCHES_FIRST_BELOW
   }
 
-  async function walkPage (walk: Walk, position: Position | null, limit: number, client: string, signal?: AbortSignal): Promise<ListingPage> {
+  async function walkPage (
+    walk: Walk, position: Position | null, limit: number, client: string, format: PageFormat, signal?: AbortSignal
+  ): Promise<ListingPage> {
     let matchesFirst = position?.matchesFirst
     const { rows: [row] } = await readBudget.of(client)(async () => {
       signal?.throwIfAborted()
       matchesFirst ??= await readsMatchesFirst(walk)
-      const { text, values } = walkPageQuery(walk, position, limit, dialect, matchesFirst)
+      const { text, values } = walkPageQuery(walk, position, limit, format, dialect, matchesFirst)
       // Without a filter a page reads at most `limit` books through the index of its order
       return hasFilter(walk) ? budgetedQuery<WalkPageRow>(text, values) : query<WalkPageRow>(text, values)
     })
-    const { count, json, last_id: lastId, last_key: lastKey, snapshot } = row!
-    if (lastId === null) return { count, json, last: null }
+    const { count, text, last_id: lastId, last_key: lastKey, snapshot } = row!
+    if (lastId === null) return { count, text, last: null }
     return {
       count,
-      json,
+      text,
       last: {
         key: walk.field === 'id' ? null : walk.field === 'year' ? Number(lastKey) : lastKey!,
         id: lastId,
@@ -230,15 +240,19 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
 
   // Listings that start together share the query of their first page. Each still reads after
   // it arrived: a batch is sent only after all its calls were made.
-  const firstPages = batched<number, ListingPage>((limits) => {
+  const firstPages = batched<FirstPage, ListingPage>((firsts) => {
     // One statement for the listings of any number of clients: it counts for none of them
-    const pages = new Map([...new Set(limits)].map((limit) => [limit, pageAfter('0', limit, null)]))
-    return Promise.all(limits.map((limit) => pages.get(limit)!))
+    const pages = new Map<string, Promise<ListingPage>>()
+    return Promise.all(firsts.map(({ limit, format }) => {
+      const key = `${format} ${limit}`
+      if (!pages.has(key)) pages.set(key, pageAfter('0', limit, null, format))
+      return pages.get(key)!
+    }))
   }, globalThis, { tracing, name: 'listing first pages' })
 
   return {
-    /** The start of the listing: up to `limit` books with the lowest ids. */
-    firstPage: (limit: number): Promise<ListingPage> => firstPages.load(limit),
+    /** The start of the listing: up to `limit` books with the lowest ids, written as `format` writes them. */
+    firstPage: (limit: number, format: PageFormat): Promise<ListingPage> => firstPages.load({ limit, format }),
 
     /**
      * The page after `afterId`: up to `limit` books with higher ids, in id order, read for
@@ -247,7 +261,8 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
      * reads. Once `signal` is aborted, a query still waiting for its turn is not sent (the
      * promise rejects).
      */
-    pageAfter: (afterId: string, limit: number, client: string, signal?: AbortSignal) => pageAfter(afterId, limit, client, signal),
+    pageAfter: (afterId: string, limit: number, client: string, format: PageFormat, signal?: AbortSignal) =>
+      pageAfter(afterId, limit, client, format, signal),
 
     /**
      * The page of up to `limit` books that starts `skip` books after `after`, in id order, and the

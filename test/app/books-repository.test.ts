@@ -216,12 +216,12 @@ t.test('batched statements', async (t) => {
       t.ok(ahead > 0, `${ahead} pages read ahead`)
     }
     const at = (i: number) => ({ key: null, id: ids[i]!, snapshot: null })
-    const beyond = await repository.pageBeyond!(at(9), 5, 3, '192.0.2.1')
+    const beyond = await repository.pageBeyond!(at(9), 5, 3, '192.0.2.1', 'json')
     t.strictSame({ after: beyond.after, count: beyond.count, last: beyond.last?.id },
       { after: ids[14], count: 3, last: ids[17] }, 'the 3 books after the 5 after the tenth')
-    t.strictSame((JSON.parse(`[${beyond.json}]`) as Array<{ id: number }>).map((book) => String(book.id)), ids.slice(15, 18))
-    const past = await repository.pageBeyond!(at(ids.length - 3), 3, 10, '192.0.2.1')
-    t.strictSame({ after: past.after, count: past.count, last: past.last, json: past.json }, { after: null, count: 0, last: null, json: '' },
+    t.strictSame((JSON.parse(`[${beyond.text}]`) as Array<{ id: number }>).map((book) => String(book.id)), ids.slice(15, 18))
+    const past = await repository.pageBeyond!(at(ids.length - 3), 3, 10, '192.0.2.1', 'json')
+    t.strictSame({ after: past.after, count: past.count, last: past.last, text: past.text }, { after: null, count: 0, last: null, text: '' },
       'past the last book: where it would start is none, and no books')
   })
 })

@@ -28,7 +28,7 @@ function books (count: number, delayMs: number, { ahead = false, connectionFree 
   const page = (after: number, limit: number): ListingPage => {
     const listed = ids.filter((id) => id > after).slice(0, limit)
     const last = listed.at(-1)
-    return { count: listed.length, json: listed.join(','), last: last === undefined ? null : { key: null, id: String(last), snapshot: null } }
+    return { count: listed.length, text: listed.join(','), last: last === undefined ? null : { key: null, id: String(last), snapshot: null } }
   }
   const answer = async <T>(value: T, signal: AbortSignal): Promise<T> => {
     signals.push(signal)
@@ -48,12 +48,12 @@ function books (count: number, delayMs: number, { ahead = false, connectionFree 
     await sleep(1)
     const boundary = ids.filter((id) => id > Number(after.id))[skip - 1]
     return answer(boundary === undefined
-      ? { count: 0, json: '', last: null, after: null }
+      ? { count: 0, text: '', last: null, after: null }
       : { ...page(boundary, limit), after: String(boundary) }, signal)
   }
   const stream = (budget: PageBudget) => {
     const first = page(0, FIRST_LIMIT)
-    return listingStream(`[${first.json}`, first, FIRST_LIMIT, readPage, { budget, connectionFree, readBeyond: ahead ? readBeyond : undefined })
+    return listingStream(`[${first.text}`, first, FIRST_LIMIT, readPage, { budget, connectionFree, readBeyond: ahead ? readBeyond : undefined })
   }
   return { ids, limits, signals, stream, mostInFlight: () => mostInFlight, readsAhead: () => readsAhead }
 }
