@@ -18,6 +18,7 @@ import booksRepository from '../plugins/app/books-repository.js'
 import changeLog from '../plugins/app/change-log.js'
 import idempotencyKeys from '../plugins/app/idempotency-keys.js'
 import idempotencyKeysSweep from '../plugins/app/idempotency-keys-sweep.js'
+import importsRepository from '../plugins/app/imports-repository.js'
 import changesFeed from '../plugins/app/changes-feed.js'
 import loginAttempts from '../plugins/app/login-attempts.js'
 import httpEdge, { clientErrorHandler, frameworkErrors } from '../plugins/app/http-edge.js'
@@ -30,6 +31,7 @@ import responseHeaders from '../plugins/app/response-headers.js'
 import books from '../routes/books.js'
 import changes from '../routes/changes.js'
 import health from '../routes/health.js'
+import importRoute from '../routes/import.js'
 import listing from '../routes/listing.js'
 import metricsRoute from '../routes/metrics.js'
 import token from '../routes/token.js'
@@ -118,6 +120,7 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
   await fastify.register(changeLog)
   await fastify.register(idempotencyKeys)
   await fastify.register(idempotencyKeysSweep)
+  await fastify.register(importsRepository)
   await fastify.register(changesFeed)
 
   // Bodies are JSON only; anything else is 415 rather than a string that fails validation
@@ -134,6 +137,7 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
   await fastify.register(token)
   await fastify.register(books)
   await fastify.register(listing)
+  await fastify.register(importRoute)
   await fastify.register(changes)
 }
 

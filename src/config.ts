@@ -118,6 +118,11 @@ export const ConfigSchema = Type.Object({
     pattern: '^(rediss?://[^\\s/?#]+(/[0-9]*)?)?$',
     description: 'redis://[[user]:password@]host[:port][/db] or rediss://..., without a query; empty for none'
   }),
+  // The bounds of an import (POST /books): the bytes of its body, its books, and how many run at
+  // once in an instance; one over them is answered 413, or 503 for one import too many
+  IMPORT_MAX_BYTES: Type.Integer({ minimum: 1, default: 1_073_741_824, description: 'bytes, at least 1' }),
+  IMPORT_MAX_BOOKS: Type.Integer({ minimum: 1, default: 10_000_000, description: 'books, at least 1' }),
+  IMPORTS_AT_ONCE: Type.Integer({ minimum: 1, maximum: 100, default: 2, description: 'an integer from 1 to 100' }),
   // Browser origins allowed to call the service (CORS), comma-separated `http(s)://host[:port]`
   // without path or `*`; empty: CORS off
   CORS_ORIGINS: Type.String({

@@ -51,7 +51,7 @@ const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/
  * decodes none, and reading a coded body as JSON would be reading something else. Empty list
  * elements are allowed by the list syntax and name nothing.
  */
-function isIdentityCoding (header: string | undefined): boolean {
+export function isIdentityCoding (header: string | undefined): boolean {
   if (header === undefined) return true
   return header.split(',').every((coding) => {
     const name = coding.trim().toLowerCase()

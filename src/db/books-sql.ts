@@ -17,8 +17,9 @@ export const FIND = `SELECT ${BOOK_COLUMNS}, version FROM books WHERE id = ANY($
 export const EXISTS = 'SELECT 1 FROM books WHERE id = $1'
 // The CTE that records each change in the feed (src/db/migrations.ts, version 15), in the
 // statement that makes it: the book as it is after the change, as the JSON the feed sends
-// (`{"id":..}` for a delete), from the rows the change returned after it had their locks
-const logged = (kind: 'created' | 'updated' | 'deleted', rows: string) => `logged AS (
+// (`{"id":..}` for a delete), from the rows the change returned after it had their locks. The
+// imports' statements (src/db/imports-sql.ts) record their creates with it too
+export const logged = (kind: 'created' | 'updated' | 'deleted', rows: string) => `logged AS (
            INSERT INTO book_changes (kind, book)
            SELECT '${kind}', row_to_json(changed)::text
            FROM (SELECT ${kind === 'deleted' ? 'id' : BOOK_COLUMNS} FROM ${rows} ORDER BY id) AS changed

@@ -111,6 +111,18 @@ export const migrations: readonly Migration[] = [
       recorded_at timestamptz NOT NULL DEFAULT now()
     );
     CREATE INDEX book_changes_unstamped ON book_changes (seq) WHERE position IS NULL`
+  },
+  {
+    version: 16,
+    name: 'idempotency keys of imports',
+    // An import (POST /books) stores under its key the ids it gave, in input order: runs of
+    // consecutive ids, ascending, which a multirange keeps compactly whatever the count. A key
+    // names either one book (POST /book) or the ids of an import, never both. The table holds a
+    // day of keys: checking the constraint over it is short
+    sql: `ALTER TABLE idempotency_keys
+      ADD COLUMN book_ids int8multirange,
+      ALTER COLUMN book_id DROP NOT NULL,
+      ADD CONSTRAINT idempotency_keys_one_answer CHECK ((book_id IS NULL) <> (book_ids IS NULL))`
   }
 ]
 

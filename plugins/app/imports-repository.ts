@@ -1,0 +1,161 @@
+/**
+ * Adds `fastify.importsRepository`, made by `createImportsRepository` (below): the books of an
+ * import, spooled (src/import-spool.ts), stored all or nothing in one transaction, once per
+ * idempotency key. Its statements are in src/db/imports-sql.ts.
+ *
+ * The transaction runs on a connection of its own for its whole length, with the bounds of every
+ * transaction of the service (`BEGIN_BOUNDED`): each statement within the statement timeout, and
+ * no wait for the client between two (the body is spooled before it begins). On a PostgreSQL
+ * server the books go in by `COPY`, which node-postgres cannot send on the main pool's pipelining
+ * connections: those imports take their connections from a small pool of their own, one per
+ * import at once. On PGlite, one session that every connection shares, they go in as arrays on
+ * the main pool's one connection.
+ */
+import { createHash } from 'node:crypto'
+import fp from 'fastify-plugin'
+import pg, { type Pool, type PoolClient } from 'pg'
+import { boundedQuery } from '../../src/db/bounded-query.js'
+import { COPY_LOADER, CREATE_IMPORT_TABLE, INSERT_BOOKS, INSERT_ROWS, STORE_IS_PGLITE, STORE_KEY, STORED_KEY, TAKE_KEY, UNNEST_LOADER, type ImportLoader } from '../../src/db/imports-sql.js'
+import { BEGIN_BOUNDED } from '../../src/db/time-bounds.js'
+import type { ImportSpool } from '../../src/import-spool.js'
+import { keyLock } from './books-repository.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    importsRepository: ReturnType<typeof createImportsRepository>
+  }
+}
+
+/** Consecutive ids: `count` of them from `first`. The ids of an import, in input order, are a few such runs. */
+export interface IdRun {
+  first: number
+  count: number
+}
+
+/** An import stored (`created`), or answered from its key (`replayed`): the ids, in input order. */
+type ImportOutcome =
+  | { outcome: 'created' | 'replayed', ids: IdRun[] }
+  | { outcome: 'mismatch' | 'busy' }
+
+interface ImportKey {
+  key: string
+  /** `importFingerprint` of the books, in order. */
+  fingerprint: Buffer
+}
+
+/**
+ * What identifies an import's books under an idempotency key: SHA-256 over a marker, then each
+ * book's stored fields as the JSON `[title, author, year]` and a LF, in order. The marker keeps an
+ * import and a single create (plugins/app/books-repository.ts) from ever having the same
+ * fingerprint. Fed book by book as the body is read.
+ */
+export function importFingerprint () {
+  const digest = createHash('sha256').update('bookkeeping import\n')
+  return {
+    add ({ title, author, year }: { title: string, author: string, year: number }) {
+      digest.update(`${JSON.stringify([title, author, year])}\n`)
+    },
+    digest: (): Buffer => digest.digest()
+  }
+}
+
+// A lost connection fails the pending query, which is how the import learns of it; the `error`
+// event it also emits would end the process with no listener
+function ignoreClientError () {}
+
+/** Runs that follow each other without a gap are one. */
+function appendRun (runs: IdRun[], run: IdRun) {
+  const last = runs.at(-1)
+  if (last !== undefined && last.first + last.count === run.first) last.count += run.count
+  else runs.push(run)
+}
+
+/** The ids as PostgreSQL's `int8multirange` text, and back (the runs in ascending order: input order). */
+const multirange = (runs: IdRun[]) => `{${runs.map(({ first, count }) => `[${first},${first + count})`).join(',')}}`
+const runsOf = (text: string): IdRun[] => [...text.matchAll(/\[(\d+),(\d+)\)/g)].map(([, first, end]) => ({ first: Number(first), count: Number(end) - Number(first) }))
+
+function createImportsRepository (pool: Pool, loader: ImportLoader) {
+  // Keys of imports in flight in this instance: PGlite's one session would grant the same lock twice
+  const keysInFlight = new Set<string>()
+
+  /** The import's transaction on `client`, begun; answers what it did, or the key's state. */
+  async function storeOn (client: PoolClient, spool: ImportSpool, key: ImportKey | undefined, progress: () => void): Promise<ImportOutcome> {
+    if (key !== undefined) {
+      const { rows: [lock] } = await client.query<{ granted: boolean }>(TAKE_KEY, [keyLock(key.key)])
+      if (lock?.granted !== true) return { outcome: 'busy' }
+      const { rows: [stored] } = await client.query<{ fingerprint: Buffer, book_ids: string | null }>(STORED_KEY, [key.key])
+      if (stored !== undefined) {
+        // A key a single create stored has another fingerprint
+        return stored.fingerprint.equals(key.fingerprint) && stored.book_ids !== null
+          ? { outcome: 'replayed', ids: runsOf(stored.book_ids) }
+          : { outcome: 'mismatch' }
+      }
+    }
+    const ids: IdRun[] = []
+    if (spool.count > 0) {
+      await client.query(CREATE_IMPORT_TABLE)
+      for await (const lines of spool.batches(loader.rows)) {
+        await loader.load(client, lines)
+        progress()
+      }
+      for (let first = 1; first <= spool.count; first += INSERT_ROWS) {
+        const { rows } = await client.query<{ first: string, count: number }>(INSERT_BOOKS, [first, first + INSERT_ROWS - 1])
+        for (const run of rows) appendRun(ids, { first: Number(run.first), count: run.count })
+        progress()
+      }
+    }
+    if (key !== undefined) await client.query(STORE_KEY, [key.key, key.fingerprint, multirange(ids)])
+    return { outcome: 'created', ids }
+  }
+
+  return {
+    /**
+     * Stores every book of `spool` (flushed), in input order, or none; with a key, once: a
+     * repeat with the same books answers the first import's ids (`replayed`, nothing stored),
+     * other books `mismatch`; a key whose import or create is still running is `busy`.
+     * `progress` is called after each chunk.
+     */
+    async store (spool: ImportSpool, key: ImportKey | undefined, progress: () => void = () => {}): Promise<ImportOutcome> {
+      if (key !== undefined) {
+        if (keysInFlight.has(key.key)) return { outcome: 'busy' }
+        keysInFlight.add(key.key)
+      }
+      let client: PoolClient | undefined
+      let failure: Error | undefined
+      try {
+        client = await pool.connect()
+        client.on('error', ignoreClientError)
+        await client.query(BEGIN_BOUNDED)
+        const outcome = await storeOn(client, spool, key, progress)
+        await client.query(outcome.outcome === 'created' ? 'COMMIT' : 'ROLLBACK')
+        return outcome
+      } catch (err) {
+        failure = err as Error
+        throw err
+      } finally {
+        if (key !== undefined) keysInFlight.delete(key.key)
+        // After a failure the connection may still be in the transaction, or its statement still
+        // running: discarded, never handed to another request
+        client?.off('error', ignoreClientError)
+        client?.release(failure)
+      }
+    }
+  }
+}
+
+export default fp(async function importsRepository (fastify) {
+  // The store answers what it is: PGlite, served over its socket whatever the URL says (the
+  // tests reach theirs by postgres:// URLs), names itself in its version
+  const { rows: [store] } = await boundedQuery<{ pglite: boolean }>(fastify.pg.pool, { text: STORE_IS_PGLITE })
+  const loader = store!.pglite ? UNNEST_LOADER : COPY_LOADER
+  let pool: Pool = fastify.pg.pool
+  if (loader.needsPlainClient) {
+    // The main pool's settings, without pipelining; at most a connection per import at once
+    const { pipeline: _pipeline, max: _max, ...options } = fastify.pg.pool.options as pg.PoolConfig & { pipeline?: boolean }
+    const own = new pg.Pool({ ...options, max: fastify.config.IMPORTS_AT_ONCE })
+    own.on('error', (err) => fastify.log.warn({ err }, 'idle import connection lost'))
+    fastify.addHook('onClose', () => own.end())
+    pool = own
+  }
+  fastify.decorate('importsRepository', createImportsRepository(pool, loader))
+}, { name: 'imports-repository', dependencies: ['postgres', 'migrate'] })

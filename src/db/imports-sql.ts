@@ -1,0 +1,79 @@
+/**
+ * The statements of an import (plugins/app/imports-repository.ts), all in its one transaction:
+ * the spooled books (src/import-spool.ts) loaded into a temporary table, then inserted into the
+ * books in chunks, each chunk's creates recorded in the change log by the statement that makes
+ * them, the idempotency key (if any) stored last. Each statement is bounded by the transaction's
+ * statement timeout (src/db/time-bounds.ts): the work is cut into chunks that stay well under it.
+ */
+import type { ClientBase } from 'pg'
+import { from as copyFrom } from 'pg-copy-streams'
+import { spooledBook } from '../import-spool.js'
+import { BOOK_COLUMNS, logged } from './books-sql.js'
+
+/** Books per statement into `books`: each writes its rows, their indexes and their changes. */
+export const INSERT_ROWS = 5_000
+
+// A table of this transaction alone, gone with it: a pooler in transaction mode (PgBouncer)
+// hands the next transaction a session without it. `n` is the book's place in the input
+export const CREATE_IMPORT_TABLE = `CREATE TEMP TABLE book_import (
+           n int8 PRIMARY KEY, title text NOT NULL, author text NOT NULL, year int4 NOT NULL
+         ) ON COMMIT DROP`
+
+// The books of places `$1` to `$2`, with ids drawn in input order (the order of `ordered`, as the
+// creates of src/db/books-sql.ts draw theirs), each create recorded in the change log. Answers
+// the ids as runs of consecutive ids, in input order: ids drawn in order are one run unless
+// another transaction drew some in between
+export const INSERT_BOOKS = `WITH fresh AS MATERIALIZED (
+           SELECT n, title, author, year, nextval((SELECT pg_get_serial_sequence('books', 'id'))::regclass) AS id
+           FROM (SELECT n, title, author, year FROM book_import WHERE n BETWEEN $1 AND $2 ORDER BY n) AS ordered
+         ), created AS (
+           INSERT INTO books (${BOOK_COLUMNS}) OVERRIDING SYSTEM VALUE
+           SELECT ${BOOK_COLUMNS} FROM fresh
+           RETURNING ${BOOK_COLUMNS}
+         ), ${logged('created', 'created')}
+         SELECT min(id)::text AS first, count(*)::int AS count
+         FROM (SELECT id, id - row_number() OVER (ORDER BY n) AS run FROM fresh) AS numbered
+         GROUP BY run ORDER BY min(id)`
+
+// The key's advisory lock, which every writer of a key takes (src/db/books-sql.ts, CREATE)
+export const TAKE_KEY = 'SELECT pg_try_advisory_xact_lock($1::int8) AS granted'
+// Read once the lock is held: in READ COMMITTED this statement sees a key committed before it
+export const STORED_KEY = 'SELECT fingerprint, book_ids::text AS book_ids FROM idempotency_keys WHERE key = $1'
+export const STORE_KEY = 'INSERT INTO idempotency_keys (key, fingerprint, book_ids) VALUES ($1, $2, $3::int8multirange)'
+
+export const STORE_IS_PGLITE = "SELECT version() LIKE '%(PGlite %' AS pglite"
+
+/**
+ * How spooled lines get into `book_import`, decided once at start for the store: COPY on a
+ * PostgreSQL server (through PgBouncer too, inside the transaction), rows in arrays on PGlite,
+ * whose socket loses the protocol's synchronization on `COPY ... FROM STDIN`.
+ */
+export interface ImportLoader {
+  /** Lines per statement. */
+  readonly rows: number
+  /** Whether its client must not pipeline: node-postgres refuses a COPY stream on a pipelining client. */
+  readonly needsPlainClient: boolean
+  load (client: ClientBase, lines: string[]): Promise<void>
+}
+
+/** `COPY ... FROM STDIN`, the lines as they are spooled (COPY's text format). */
+export const COPY_LOADER: ImportLoader = {
+  rows: 100_000,
+  needsPlainClient: true,
+  load: (client, lines) => new Promise((resolve, reject) => {
+    const copy = client.query(copyFrom('COPY book_import (n, title, author, year) FROM STDIN'))
+    copy.on('error', reject).on('finish', () => resolve())
+    copy.end(`${lines.join('\n')}\n`)
+  })
+}
+
+/** The spooled books as four arrays, one `INSERT ... SELECT FROM unnest(...)`. */
+export const UNNEST_LOADER: ImportLoader = {
+  rows: 10_000,
+  needsPlainClient: false,
+  async load (client, lines) {
+    const books = lines.map(spooledBook)
+    await client.query('INSERT INTO book_import (n, title, author, year) SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::int4[])',
+      [books.map((book) => book.n), books.map((book) => book.title), books.map((book) => book.author), books.map((book) => book.year)])
+  }
+}
