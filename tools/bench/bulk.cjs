@@ -501,7 +501,7 @@ runBenchmark('bulk', async (bench) => {
     costs = watcher.stop()
     const stored = await countBooks()
     if (answer.status !== 201) {
-      lines.push(`import ${label}: POST /books answered ${answer.status} ${answer.text.slice(0, 200)}: not measured`)
+      lines.push(`import ${label}: POST /books answered ${answer.status} after ${seconds(answer.seconds)} s: ${answer.text.slice(0, 200)}; not measured`)
       continue
     }
     if (answer.json?.data?.count !== BOOKS || stored !== BOOKS) throw new Error(`POST /books ${label}: answered count ${answer.json?.data?.count}, stored ${stored}, of ${BOOKS}`)
