@@ -322,8 +322,12 @@ function postFile (port, token, file, contentType) {
       })
     })
     req.setTimeout(IDLE_TIMEOUT_MS, () => req.destroy(new Error(`POST /books: nothing for ${IDLE_TIMEOUT_MS / 1000} s`)))
-    // An answer before the whole body was sent (a refusal) ends the upload: its answer counts
+    // An answer before the whole body was sent (a refusal) ends the upload: its answer counts;
+    // a connection that ends with no answer (the service gone) fails the step
+    let answered = false
+    req.once('response', () => { answered = true })
     req.on('error', (err) => { if (err.code !== 'EPIPE' && err.code !== 'ECONNRESET') reject(err) })
+    req.on('close', () => { if (!answered) reject(new Error('POST /books: the connection closed with no answer')) })
     fs.createReadStream(file, { highWaterMark: 1 << 20 }).on('error', reject).pipe(req)
   })
 }
