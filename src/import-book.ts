@@ -6,6 +6,7 @@
  * a lone surrogate). A refusal is one short text naming the field: `year: must be an integer`.
  */
 import { Ajv, type ErrorObject } from 'ajv'
+import { isWellFormedJson } from './body-text.js'
 import { BookCreateSchema, type BookCreate } from './schemas/book.js'
 
 /**
@@ -103,23 +104,4 @@ function hasPoisonedKey (value: unknown): boolean {
     for (const item of Object.values(next)) pending.push(item)
   }
   return false
-}
-
-/** Whether every string of a parsed JSON value, keys included, is well-formed, as json-body asks. */
-function isWellFormedJson (value: unknown): boolean {
-  const pending: unknown[] = [value]
-  while (pending.length > 0) {
-    const next = pending.pop()
-    if (typeof next === 'string') {
-      if (!next.isWellFormed()) return false
-    } else if (Array.isArray(next)) {
-      for (const item of next) pending.push(item)
-    } else if (typeof next === 'object' && next !== null) {
-      for (const [key, item] of Object.entries(next)) {
-        if (!key.isWellFormed()) return false
-        pending.push(item)
-      }
-    }
-  }
-  return true
 }

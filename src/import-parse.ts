@@ -5,6 +5,7 @@
  * import-json.ts; the rules every import shares (the bounds, the book count) are here.
  */
 import { parse as parseContentType } from 'content-type'
+import { isUtf8Label } from './body-text.js'
 import { readCsv } from './import-csv.js'
 import { readJson } from './import-json.js'
 import { readNdjson } from './import-ndjson.js'
@@ -81,14 +82,4 @@ export function importFormat (contentType: string | undefined): ImportFormat | n
   if (format === undefined || !isUtf8Label(parameters.charset)) return null
   if (format === 'csv' && parameters.header !== undefined && parameters.header.toLowerCase() !== 'present') return null
   return format
-}
-
-function isUtf8Label (charset: string | undefined): boolean {
-  if (charset === undefined || charset.toLowerCase() === 'utf-8') return true
-  try {
-    return new TextDecoder(charset).encoding === 'utf-8'
-  } catch {
-    // Not a label of any encoding
-    return false
-  }
 }

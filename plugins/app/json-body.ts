@@ -13,16 +13,9 @@
  * (Fastify parses any request that has the header). A route that takes a body still refuses an
  * empty one as before.
  */
-import { parse as parseContentType } from 'content-type'
 import { errorCodes, type FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-
-declare global {
-  interface String {
-    /** Node 20 has it (ES2024); the compiler's target library is ES2022. */
-    isWellFormed (): boolean
-  }
-}
+import { isIdentityCoding, isUtf8Charset, isWellFormedJson } from '../../src/body-text.js'
 
 /**
  * A JSON string holding a lone surrogate (`"\ud800"`): valid JSON text, but not Unicode text
@@ -45,56 +38,6 @@ const utf8 = new TextDecoder('utf-8', { fatal: true })
  * `\uD800` to `\uDFFF`. Only a body with one (rare) is searched string by string.
  */
 const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/
-
-/**
- * Whether `Content-Encoding` names no coding but `identity` (RFC 9110 section 8.4): the service
- * decodes none, and reading a coded body as JSON would be reading something else. Empty list
- * elements are allowed by the list syntax and name nothing.
- */
-export function isIdentityCoding (header: string | undefined): boolean {
-  if (header === undefined) return true
-  return header.split(',').every((coding) => {
-    const name = coding.trim().toLowerCase()
-    return name === '' || name === 'identity'
-  })
-}
-
-/**
- * Whether the `charset` parameter of `Content-Type`, if any, names UTF-8: by the labels of the
- * Encoding Standard (`utf-8`, `utf8`, `unicode-1-1-utf-8`, ..., any case, quoted or not), as
- * TextDecoder knows them. JSON is UTF-8 (RFC 8259 section 8.1); a body said to be in another
- * charset would be read as something it is not.
- */
-function isUtf8Charset (header: string | undefined): boolean {
-  if (header === undefined) return true
-  const { charset } = parseContentType(header).parameters
-  if (charset === undefined || charset.toLowerCase() === 'utf-8') return true
-  try {
-    return new TextDecoder(charset).encoding === 'utf-8'
-  } catch {
-    // Not a label of any encoding
-    return false
-  }
-}
-
-/** Whether every string of a parsed JSON value, keys included, is well-formed. No recursion: a body may nest deep. */
-function isWellFormedJson (value: unknown): boolean {
-  const pending: unknown[] = [value]
-  while (pending.length > 0) {
-    const next = pending.pop()
-    if (typeof next === 'string') {
-      if (!next.isWellFormed()) return false
-    } else if (Array.isArray(next)) {
-      for (const item of next) pending.push(item)
-    } else if (typeof next === 'object' && next !== null) {
-      for (const [key, item] of Object.entries(next)) {
-        if (!key.isWellFormed()) return false
-        pending.push(item)
-      }
-    }
-  }
-  return true
-}
 
 /** Whether the request sends no body: RFC 9112 section 6.3, no `Transfer-Encoding` and no `Content-Length` above 0. */
 function sendsNoBody (request: FastifyRequest): boolean {
