@@ -48,7 +48,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { setTimeout: sleep } = require('node:timers/promises')
 const {
-  admin, cpuSeconds, freePort, issueToken, markdownTable, positive, readMemory, request, runBenchmark, serviceCommand
+  admin, cpuSeconds, freePort, issueToken, markdownTable, positive, readAnswer, readMemory, request, runBenchmark, serviceCommand
 } = require('./common.cjs')
 
 const BOOKS = positive('BENCH_BOOKS', 1_000_000)
@@ -309,17 +309,7 @@ function postFile (port, token, file, contentType) {
         prefer: 'return=minimal'
       }
     }, (res) => {
-      const chunks = []
-      res.on('data', (chunk) => chunks.push(chunk))
-      res.on('error', reject)
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8')
-        let json = null
-        try {
-          json = JSON.parse(text)
-        } catch {}
-        resolve({ status: res.statusCode, text, json, headers: res.headers, seconds: (performance.now() - started) / 1000 })
-      })
+      readAnswer(res).then((answer) => resolve({ ...answer, seconds: (performance.now() - started) / 1000 }), reject)
     })
     req.setTimeout(IDLE_TIMEOUT_MS, () => req.destroy(new Error(`POST /books: nothing for ${IDLE_TIMEOUT_MS / 1000} s`)))
     // An answer before the whole body was sent (a refusal) ends the upload: its answer counts;

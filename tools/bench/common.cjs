@@ -216,6 +216,23 @@ function runBenchmark (label, main) {
   )
 }
 
+/** An answer read whole: its status, headers and text, and the text parsed when it is JSON (else null). */
+function readAnswer (res) {
+  return new Promise((resolve, reject) => {
+    const chunks = []
+    res.on('data', (chunk) => chunks.push(chunk))
+    res.on('error', reject)
+    res.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8')
+      let json = null
+      try {
+        json = JSON.parse(text)
+      } catch {}
+      resolve({ status: res.statusCode, headers: res.headers, text, json })
+    })
+  })
+}
+
 /** A small request on a fresh connection; the body is read whole and parsed as JSON when it is JSON. */
 function request (port, method, path, { token, body, timeoutMs = 10_000 } = {}) {
   return new Promise((resolve, reject) => {
@@ -229,17 +246,7 @@ function request (port, method, path, { token, body, timeoutMs = 10_000 } = {}) 
     }
     const started = performance.now()
     const req = http.request({ host: '127.0.0.1', port, method, path, headers, agent: false, timeout: timeoutMs }, (res) => {
-      const chunks = []
-      res.on('data', (chunk) => chunks.push(chunk))
-      res.on('error', reject)
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8')
-        let json = null
-        try {
-          json = JSON.parse(text)
-        } catch {}
-        resolve({ status: res.statusCode, text, json, ms: performance.now() - started })
-      })
+      readAnswer(res).then((answer) => resolve({ ...answer, ms: performance.now() - started }), reject)
     })
     req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)))
     req.on('error', reject)
@@ -360,5 +367,6 @@ module.exports = {
   stopChild,
   runBenchmark,
   request,
+  readAnswer,
   issueToken
 }
