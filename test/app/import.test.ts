@@ -401,6 +401,21 @@ t.test('the feed sends one create per imported book, in id order', async (t) => 
   t.strictSame(changes.map((c) => c.book), data, 'each book once, in id order')
 })
 
+t.test('a sender that stops halfway is cut off by the request timeout, and nothing of it is stored', { skip: STORE_INDEPENDENT }, async (t) => {
+  const setup = await setUp(t)
+  const port = await listening(setup)
+  const body = csvOf(books(2000, 'Stopped'))
+  const held = await holdRequest(port, `POST /books HTTP/1.1\r\nHost: x\r\nAuthorization: ${setup.token}\r\nContent-Type: text/csv\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}`, body.slice(0, body.length / 2))
+  t.teardown(() => held.destroy())
+  // The server's request timeout (src/http.ts: the whole request within 10 s) ends it, not the client
+  await held.closed
+  t.match(held.received(), /^HTTP\/1\.1 408 /, 'answered 408')
+  await noSpoolLeft()
+  t.strictSame(await storedBooks(setup.db), [], 'nothing stored')
+  t.strictSame(await storedChanges(setup.db), [], 'nothing in the log')
+})
+
 t.test('a transaction longer than the send timeout is not cut off: each chunk stored is activity', { skip: STORE_INDEPENDENT }, async (t) => {
   const setup = await setUp(t, { SEND_TIMEOUT_MS: '10000' })
   const port = await listening(setup)
