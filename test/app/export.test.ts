@@ -83,7 +83,9 @@ t.test('export as CSV and NDJSON', async (t) => {
   const dbUrl = await createDatabase(t)
   const app = await build(t, dbUrl)
   const token = await getToken(app)
-  const db = await pgClient(t, dbUrl, { queryTimeoutMs: 60_000 })
+  // No read timeout: pg arms one for every query, and a `COPY ... TO STDOUT` stream never clears
+  // it, which would keep the test's process alive for as long after its last test
+  const db = await pgClient(t, dbUrl, { queryTimeoutMs: 0 })
   const getAs = (url: string, accept?: string) => exportOf(app, token, url, accept)
 
   await t.test('an empty listing: the header line alone, an empty NDJSON body, an empty envelope', async (t) => {

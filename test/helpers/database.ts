@@ -202,7 +202,8 @@ export async function createDatabaseWithBooks (
  * A connected pg client with bounded waits, ended when the test ends. The bounds are the
  * client's own: a startup parameter would be refused by PgBouncer (TEST_STORE=pgbouncer).
  * `queryTimeoutMs`: longer for a client that seeds hundreds of thousands of rows, which PGlite
- * beside other test files can take longer than the default to write.
+ * beside other test files can take longer than the default to write; 0 for none, for a client
+ * that streams `COPY ... TO STDOUT` (pg arms the timeout, the stream never clears it).
  */
 export async function pgClient (t: Test, connectionString: string, { queryTimeoutMs = 10_000 } = {}): Promise<pg.Client> {
   const client = new pg.Client({
