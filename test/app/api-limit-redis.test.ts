@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
 import { LogMessage } from '../../plugins/external/rate-limit.js'
 import { build, getToken } from '../helper.js'
-import { createDatabase } from '../helpers/database.js'
+import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { NEEDS_REDIS, newClient, redisClient, TEST_REDIS_PORT, TEST_REDIS_URL, type Client } from '../helpers/redis.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 import { waitUntil } from '../helpers/wait.js'
@@ -28,7 +28,7 @@ async function sharedApp (t: Test, dbUrl: string, url: string) {
 const read = (app: FastifyInstance, token: string, client: Client) =>
   app.inject({ method: 'GET', url: '/book/1', remoteAddress: client.address, headers: { authorization: token } })
 
-t.test('two instances sharing REDIS_URL allow API_RATE_LIMIT requests together, one Redis command each', { skip: NEEDS_REDIS }, async (t) => {
+t.test('two instances sharing REDIS_URL allow API_RATE_LIMIT requests together, one Redis command each', { skip: NEEDS_REDIS || STORE_INDEPENDENT }, async (t) => {
   const redis = redisClient(t)
   const dbUrl = await createDatabase(t)
   const instances = [await sharedApp(t, dbUrl, TEST_REDIS_URL), await sharedApp(t, dbUrl, TEST_REDIS_URL)]
@@ -60,7 +60,7 @@ t.test('two instances sharing REDIS_URL allow API_RATE_LIMIT requests together, 
   t.strictSame(instances.map(({ count }) => count(LogMessage.Local)), [0, 0], 'Redis answered every request in time')
 })
 
-t.test('Redis not answering: each process limits alone, as for POST /token', { skip: NEEDS_REDIS }, async (t) => {
+t.test('Redis not answering: each process limits alone, as for POST /token', { skip: NEEDS_REDIS || STORE_INDEPENDENT }, async (t) => {
   const redis = redisClient(t)
   const proxy = await TcpProxy.start(t, TEST_REDIS_PORT)
   await proxy.cut()

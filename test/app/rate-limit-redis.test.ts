@@ -10,7 +10,7 @@ import type { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import { LogMessage, REDIS_COMMAND_TIMEOUT_MS, REDIS_CONNECT_TIMEOUT_MS } from '../../plugins/external/rate-limit.js'
 import { build, USERNAME } from '../helper.js'
-import { createDatabase } from '../helpers/database.js'
+import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { NEEDS_REDIS, newClient, redisClient, TEST_REDIS_PORT, TEST_REDIS_URL, type Client } from '../helpers/redis.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
@@ -67,7 +67,7 @@ async function attempts (app: FastifyInstance, client: Client, n: number) {
 const answered = (n: number) => Array<number>(n).fill(401)
 const limited = (n: number) => Array<number>(n).fill(429)
 
-t.test('three instances sharing REDIS_URL allow TOKEN_RATE_LIMIT attempts together, not three times as many', { skip: NEEDS_REDIS }, async (t) => {
+t.test('three instances sharing REDIS_URL allow TOKEN_RATE_LIMIT attempts together, not three times as many', { skip: NEEDS_REDIS || STORE_INDEPENDENT }, async (t) => {
   const redis = redisClient(t)
   const dbUrl = await createDatabase(t)
   const instances = await Promise.all([1, 2, 3].map(() => sharedApp(t, dbUrl, TEST_REDIS_URL)))
@@ -93,7 +93,7 @@ t.test('three instances sharing REDIS_URL allow TOKEN_RATE_LIMIT attempts togeth
   t.strictSame(instances.map(({ count }) => count(LogMessage.Local)), [0, 0, 0], 'Redis answered every attempt in time')
 })
 
-t.test('Redis going away: still answered, limited per process, one warning; back: counted in Redis again', { skip: NEEDS_REDIS }, async (t) => {
+t.test('Redis going away: still answered, limited per process, one warning; back: counted in Redis again', { skip: NEEDS_REDIS || STORE_INDEPENDENT }, async (t) => {
   const redis = redisClient(t)
   const proxy = await TcpProxy.start(t, TEST_REDIS_PORT)
   const instance = await sharedApp(t, await createDatabase(t), `redis://127.0.0.1:${proxy.port}`)
@@ -123,7 +123,7 @@ t.test('Redis going away: still answered, limited per process, one warning; back
   t.equal(count(LogMessage.Local), 1, 'still one warning in all')
 })
 
-t.test('Redis stalling: a request waits at most REDIS_COMMAND_TIMEOUT_MS, then counts per process', { skip: NEEDS_REDIS }, async (t) => {
+t.test('Redis stalling: a request waits at most REDIS_COMMAND_TIMEOUT_MS, then counts per process', { skip: NEEDS_REDIS || STORE_INDEPENDENT }, async (t) => {
   const redis = redisClient(t)
   const proxy = await TcpProxy.start(t, TEST_REDIS_PORT)
   const instance = await sharedApp(t, await createDatabase(t), `redis://127.0.0.1:${proxy.port}`)
@@ -144,7 +144,7 @@ t.test('Redis stalling: a request waits at most REDIS_COMMAND_TIMEOUT_MS, then c
   t.equal((await client.counted())?.count, 2, 'counted there')
 })
 
-t.test('Redis unreachable at start-up: the service starts, limits per process with a warning, shares once Redis answers', { skip: NEEDS_REDIS }, async (t) => {
+t.test('Redis unreachable at start-up: the service starts, limits per process with a warning, shares once Redis answers', { skip: NEEDS_REDIS || STORE_INDEPENDENT }, async (t) => {
   const redis = redisClient(t)
   const proxy = await TcpProxy.start(t, TEST_REDIS_PORT)
   await proxy.cut()
@@ -166,7 +166,7 @@ t.test('Redis unreachable at start-up: the service starts, limits per process wi
   t.equal((await client.counted())?.count, 1, 'counted there')
 })
 
-t.test('Redis refusing the credentials: per process, a warning with its answer and without the password', { skip: NEEDS_REDIS }, async (t) => {
+t.test('Redis refusing the credentials: per process, a warning with its answer and without the password', { skip: NEEDS_REDIS || STORE_INDEPENDENT }, async (t) => {
   const secret = 'redis-password-that-must-stay-private'
   const url = new URL(TEST_REDIS_URL)
   url.username = 'nobody-of-this-redis'
@@ -180,7 +180,7 @@ t.test('Redis refusing the credentials: per process, a warning with its answer a
   t.strictSame((await attempts(app, newClient(t, redisClient(t)), LIMIT + 1)).statuses, [...answered(LIMIT), 429], 'limited per process')
 })
 
-t.test('Redis accepting but never answering at start-up holds the start-up for the connection bounds at most', async (t) => {
+t.test('Redis accepting but never answering at start-up holds the start-up for the connection bounds at most', { skip: STORE_INDEPENDENT }, async (t) => {
   const dbUrl = await createDatabase(t)
   // The first build migrates the database; the second, without Redis, is what a start-up costs
   await build(t, dbUrl)
@@ -197,7 +197,7 @@ t.test('Redis accepting but never answering at start-up holds the start-up for t
   t.ok(extra <= REDIS_CONNECT_TIMEOUT_MS + REDIS_COMMAND_TIMEOUT_MS + SLACK, `the start-up took ${extra} ms longer`)
 })
 
-t.test('closing the app closes its connection to Redis', { skip: NEEDS_REDIS }, async (t) => {
+t.test('closing the app closes its connection to Redis', { skip: NEEDS_REDIS || STORE_INDEPENDENT }, async (t) => {
   const proxy = await TcpProxy.start(t, TEST_REDIS_PORT)
   const { app, count } = await sharedApp(t, await createDatabase(t), `redis://127.0.0.1:${proxy.port}`)
   t.ok(proxy.openSockets > 0, 'connected through the proxy')
@@ -208,7 +208,7 @@ t.test('closing the app closes its connection to Redis', { skip: NEEDS_REDIS }, 
   t.equal(count(LogMessage.Local), 0, 'closing is not logged as Redis going away')
 })
 
-t.test('an invalid REDIS_URL stops the start-up, naming the variable and nothing of its value', async (t) => {
+t.test('an invalid REDIS_URL stops the start-up, naming the variable and nothing of its value', { skip: STORE_INDEPENDENT }, async (t) => {
   const dbUrl = await createDatabase(t)
   const secret = 'redis-password-that-must-stay-private'
   for (const value of [

@@ -14,7 +14,7 @@ import t, { type Test } from 'tap'
 import { TRUSTED_ADDRESS_MS, USERNAME_WINDOW_MS } from '../../plugins/app/login-attempts.js'
 import rateLimit, { KEY_NAMESPACE, LogMessage, REDIS_COMMAND_TIMEOUT_MS } from '../../plugins/external/rate-limit.js'
 import { build, PASSWORD } from '../helper.js'
-import { createDatabase } from '../helpers/database.js'
+import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 import { NEEDS_REDIS, newClient, redisClient, TEST_REDIS_PORT, TEST_REDIS_URL } from '../helpers/redis.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 import { sleep, waitUntil } from '../helpers/wait.js'
@@ -74,7 +74,7 @@ async function counted (redis: Redis, key: string) {
   return { count: count === null ? null : Number(count), ttl }
 }
 
-t.test('two instances count every attempt limit in Redis together, under the documented keys and windows', { skip: NEEDS_REDIS }, async (t) => {
+t.test('two instances count every attempt limit in Redis together, under the documented keys and windows', { skip: NEEDS_REDIS || STORE_INDEPENDENT }, async (t) => {
   const redis = redisClient(t)
   const dbUrl = await createDatabase(t)
   const username = newUsername(t, redis)
@@ -128,7 +128,7 @@ async function appBehindProxy (t: Test) {
   return { redis, proxy, username, ...instance }
 }
 
-t.test('Redis going away and back: the per-username counts and their reads move to the process and back', { skip: NEEDS_REDIS }, async (t) => {
+t.test('Redis going away and back: the per-username counts and their reads move to the process and back', { skip: NEEDS_REDIS || STORE_INDEPENDENT }, async (t) => {
   const { redis, proxy, username, app, count } = await appBehindProxy(t)
   const guess = () => attempt(app, newClient(t, redis).address, username)
 
@@ -151,7 +151,7 @@ t.test('Redis going away and back: the per-username counts and their reads move 
   t.equal(count(LogMessage.Local), 1, 'one warning in all')
 })
 
-t.test('Redis going away: an address that logged in through the process keeps its exemption from the per-username limit', { skip: NEEDS_REDIS }, async (t) => {
+t.test('Redis going away: an address that logged in through the process keeps its exemption from the per-username limit', { skip: NEEDS_REDIS || STORE_INDEPENDENT }, async (t) => {
   const { redis, proxy, username, app, count } = await appBehindProxy(t)
   const home = newClient(t, redis).address
   t.teardown(() => redis.del(trustedKey(home)))
