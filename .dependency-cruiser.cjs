@@ -41,6 +41,13 @@ module.exports = {
       to: { path: '^routes/' }
     },
     {
+      name: 'routes-use-plugins-through-the-instance',
+      comment: 'A route reaches a plugin through what it decorates on the instance; their shared types and helpers live in src/',
+      severity: 'error',
+      from: { path: '^routes/' },
+      to: { path: '^plugins/' }
+    },
+    {
       name: 'beside-the-service',
       comment: 'The console and the tools use the service through its API and its process; of its ' +
         'modules only the configuration schema, the shared schemas and the project root',

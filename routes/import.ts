@@ -10,13 +10,13 @@ import { Readable } from 'node:stream'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { errorCodes, type FastifyReply, type FastifyRequest } from 'fastify'
-import { importFingerprint, type IdRun } from '../plugins/app/imports-repository.js'
 import { isIdentityCoding } from '../src/body-text.js'
 import { BAD_REQUEST, EVERY_ROUTE, EXAMPLE_BOOK, documented, guardBookRoutes, invalidQuery, sendWrittenJson } from '../src/book-routes.js'
 import { BOOKS_CSV_HEADER, bookCsvLine } from '../src/csv-text.js'
 import { Message, SuccessSchema, envelope, failureSchemas } from '../src/envelope.js'
 import { ApiError } from '../src/errors.js'
-import { ImportSpool, spooledBook } from '../src/import-spool.js'
+import { importFingerprint, importedBooks, type IdRun } from '../src/import-ids.js'
+import { ImportSpool } from '../src/import-spool.js'
 import { ReceivedBody } from '../src/received-body.js'
 import { importFormat, readImport, type ImportFormat, type ImportProblem } from '../src/import-parse.js'
 import { CSV_MEDIA_TYPE, NDJSON_MEDIA_TYPE, answerFormat, type AnswerFormat } from '../src/media-types.js'
@@ -58,32 +58,13 @@ function prefersMinimal (prefer: string | string[] | undefined): boolean {
     /^return\s*=\s*"?minimal"?$/i.test(preference.split(';', 1)[0]!.trim())))
 }
 
-/** The imported books, in input order, each with its id: the spool's lines zipped with the runs of ids. */
-async function * importedBooks (spool: ImportSpool, ids: IdRun[]) {
-  let run = 0
-  let next = ids[0]?.first ?? 0
-  let left = ids[0]?.count ?? 0
-  for await (const lines of spool.batches(ANSWER_ROWS)) {
-    yield lines.map((line) => {
-      if (left === 0) {
-        run++
-        next = ids[run]!.first
-        left = ids[run]!.count
-      }
-      left--
-      const { title, author, year } = spooledBook(line)
-      return { id: next++, title, author, year }
-    })
-  }
-}
-
 /** The answer's text, piece by piece, in `format`; the spool is closed once it is read. */
 async function * answerText (spool: ImportSpool, ids: IdRun[], format: AnswerFormat) {
   try {
     if (format === 'csv') yield BOOKS_CSV_HEADER
     if (format === 'envelope') yield `{"status":201,"message":"${Message.BooksImported}","data":[`
     let first = true
-    for await (const books of importedBooks(spool, ids)) {
+    for await (const books of importedBooks(spool, ids, ANSWER_ROWS)) {
       if (format === 'csv') yield books.map(bookCsvLine).join('')
       else if (format === 'ndjson') yield books.map((book) => `${JSON.stringify(book)}\n`).join('')
       else {

@@ -11,12 +11,12 @@
  * import at once, ended by an `onClose` hook. On PGlite, one session that every connection shares, they go in as arrays on
  * the main pool's one connection.
  */
-import { createHash } from 'node:crypto'
 import fp from 'fastify-plugin'
 import pg, { type Pool, type PoolClient } from 'pg'
 import { boundedQuery } from '../../src/db/bounded-query.js'
 import { COPY_LOADER, CREATE_IMPORT_TABLE, INSERT_BOOKS, INSERT_ROWS, STORE_IS_PGLITE, STORE_KEY, STORED_KEY, TAKE_KEY, UNNEST_LOADER, type ImportLoader } from '../../src/db/imports-sql.js'
 import { BEGIN_BOUNDED } from '../../src/db/time-bounds.js'
+import type { IdRun } from '../../src/import-ids.js'
 import type { ImportSpool } from '../../src/import-spool.js'
 import { keyLock } from './books-repository.js'
 
@@ -24,12 +24,6 @@ declare module 'fastify' {
   interface FastifyInstance {
     importsRepository: ReturnType<typeof createImportsRepository>
   }
-}
-
-/** Consecutive ids: `count` of them from `first`. The ids of an import, in input order, are a few such runs. */
-export interface IdRun {
-  first: number
-  count: number
 }
 
 /** An import stored (`created`), or answered from its key (`replayed`): the ids, in input order. */
@@ -41,22 +35,6 @@ interface ImportKey {
   key: string
   /** `importFingerprint` of the books, in order. */
   fingerprint: Buffer
-}
-
-/**
- * What identifies an import's books under an idempotency key: SHA-256 over a marker, then each
- * book's stored fields as the JSON `[title, author, year]` and a LF, in order. The marker keeps an
- * import and a single create (plugins/app/books-repository.ts) from ever having the same
- * fingerprint. Fed book by book as the body is read.
- */
-export function importFingerprint () {
-  const digest = createHash('sha256').update('bookkeeping import\n')
-  return {
-    add ({ title, author, year }: { title: string, author: string, year: number }) {
-      digest.update(`${JSON.stringify([title, author, year])}\n`)
-    },
-    digest: (): Buffer => digest.digest()
-  }
 }
 
 // A lost connection fails the pending query, which is how the import learns of it; the `error`
