@@ -27,6 +27,12 @@ import { IdempotencyKeyHeaderSchema, idempotencyKey } from '../src/schemas/idemp
 const IMPORT_MEDIA_TYPES = ['text/csv', 'application/x-ndjson', 'application/json']
 /** The problems a dry run reports one by one; it counts them all. */
 const REPORTED_PROBLEMS = 100
+/**
+ * The slowest an admitted import's body may come, once past the request timeout: 512 kbit/s,
+ * under what any link a catalogue is sent over carries, and a gigabyte in under five hours.
+ */
+const IMPORT_BODY_MIN_BYTES_PER_S = 64 * 1024
+
 /** Seconds a client is asked to wait before it tries an import again, with a 503. */
 const RETRY_AFTER_S = 5
 /** Books the answer reads from the spool at once. */
@@ -91,6 +97,8 @@ const importRoute: FastifyPluginAsyncTypebox = async (fastify) => {
       throw new ApiError(503, Message.TooManyImports)
     }
     running++
+    // Admitted: its body may outlast the request timeout while it comes at this rate
+    connections.allowSlowBody(request.raw, IMPORT_BODY_MIN_BYTES_PER_S)
     // Held until the answer is over, or its connection gone: the transaction itself ends first
     let held = true
     reply.raw.once('close', () => {
@@ -214,7 +222,7 @@ const importRoute: FastifyPluginAsyncTypebox = async (fastify) => {
     const format = importFormat(request.headers['content-type'])
     // A POST without a body, or with one that no parser took
     if (format === null || !(request.body instanceof Readable)) throw new ApiError(415, Message.UnsupportedMediaType)
-    // The whole body first, at the pace it comes, within the request timeout; then its books
+    // The whole body first, at the pace it comes (src/request-deadline.ts); then its books
     const received = await ReceivedBody.receive(request.body, config.IMPORT_MAX_BYTES)
     // Whatever ends the request, the files go with it
     reply.raw.once('close', () => received.discard())

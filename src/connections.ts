@@ -29,8 +29,8 @@
  * buffers and the pages held for it for ever. While a write is pending, Node counts every byte the kernel takes
  * as activity, so a client that reads slowly but steadily is never cut. Between requests of a
  * keep-alive connection Node uses `keepAliveTimeout` instead, and restores this one when the
- * next request arrives. While a request is received, the headers and request timeouts (5 s,
- * 10 s) come first; a handler waits for the database at most DATABASE_CALL_BOUND_MS (5 s), which
+ * next request arrives. While a request is received, the headers timeout (5 s) and its own
+ * deadline (src/request-deadline.ts, kept here for each request) come first; a handler waits for the database at most DATABASE_CALL_BOUND_MS (5 s), which
  * the setting's minimum stays well above. Once `drain` is called, a connection with bytes waiting for its client
  * is cut off after DRAIN_SEND_TIMEOUT_MS instead: the close would otherwise wait on it, and on
  * the pipelined requests behind it, until the grace of `-g` ran out.
@@ -42,6 +42,7 @@ import type { Duplex } from 'node:stream'
 import { BoundedConnections, RefusalLog, addressKey, type ConnectionBounds, type Log, type RefusedStatus } from './connection-bounds.js'
 import { LingeringClose, type Lingering } from './lingering-close.js'
 import { onServerEnd } from './node-internals.js'
+import { RequestDeadlines } from './request-deadline.js'
 
 /**
  * Requests of one connection that may wait behind the one it has in hand. Small: what a
@@ -79,6 +80,7 @@ type Handler = (req: IncomingMessage, res: ServerResponse) => void
 interface Listener {
   options: ListenerOptions
   bounded: BoundedConnections
+  deadlines: RequestDeadlines
 }
 
 /** One connection: all the state the app keeps about it. */
@@ -113,6 +115,7 @@ export class Connections {
   /** The records of the sockets not closed yet. */
   readonly #open = new Set<Connection>()
   readonly #lingering = new LingeringClose()
+  readonly #listeners: Listener[] = []
   #draining: NodeJS.Timeout | undefined
   #cutOff = 0
 
@@ -132,8 +135,11 @@ export class Connections {
     const [handler] = handlers as [Handler]
     const listener: Listener = {
       options,
-      bounded: new BoundedConnections(server, options.bounds, options.shedIdle === true, this.#log, this.#refusals, () => this.#idle(listener))
+      bounded: new BoundedConnections(server, options.bounds, options.shedIdle === true, this.#log, this.#refusals, () => this.#idle(listener)),
+      // Answered by the server's `clientError` handler, with the error Node's own timeout gives it
+      deadlines: new RequestDeadlines((req) => server.emit('clientError', Object.assign(new Error('Request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), req.socket))
     }
+    this.#listeners.push(listener)
     server.removeListener('request', handler)
     server.on('request', (req: IncomingMessage, res: ServerResponse) => this.#request(listener, handler, req, res))
     if (options.sendTimeoutMs !== undefined) server.setTimeout(options.sendTimeoutMs)
@@ -189,9 +195,15 @@ export class Connections {
     this.#draining ??= setInterval(shorten, DRAIN_CHECK_MS).unref()
   }
 
+  /** Lets `req`'s body take longer than the request timeout while it comes fast enough (src/request-deadline.ts). */
+  allowSlowBody (req: IncomingMessage, minBytesPerSecond: number) {
+    this.#records.get(req.socket)?.listener?.deadlines.allowSlowBody(req, minBytesPerSecond)
+  }
+
   /** Stops the timers; how many connections the drain cut off. */
   close (): number {
     this.#refusals.close()
+    for (const { deadlines } of this.#listeners) deadlines.close()
     clearInterval(this.#draining)
     return this.#cutOff
   }
@@ -238,6 +250,7 @@ export class Connections {
     /* c8 ignore next: Node emits `connection`, which makes the record, before any request */
     if (record === undefined) return handler(req, res)
     record.requests = Math.max(record.requests, 0) + 1
+    listener.deadlines.begin(req)
     // `on`, not `once`: a response closes once, and `once` wraps and removes on every request
     res.on('close', () => this.#answered(record, res))
     // Parsed from what a connection that is closing still sends (after an answer that said

@@ -6,8 +6,9 @@ import type { ServerOptions } from 'node:http'
 
 /** The options of the public server (src/app.ts) and of the admin listener's. */
 export const HTTP_SERVER_OPTIONS: ServerOptions = {
-  // Node sets no limit by default: a client trickling its body would hold a socket forever
-  requestTimeout: 10_000,
+  // Node's one timeout for every request of the server, off: the app keeps one per request
+  // (src/request-deadline.ts, REQUEST_TIMEOUT_MS), which an import's body may outlast while it comes
+  requestTimeout: 0,
   // Above the 60 s idle timeout of common load balancers, so they close first (Fastify's default)
   keepAliveTimeout: 72_000,
   headersTimeout: 5_000,

@@ -1,10 +1,10 @@
 /**
  * An import's body as it arrived, in a file of its own (unlinked as soon as it is open, so
  * nothing is left behind whatever ends the process). The body is taken at the pace its client
- * sends it, not at the pace its books are read and checked: the server's request timeout
- * (src/http.ts) bounds the whole request, and reading a million books takes seconds of CPU that
- * a body read as it is checked would spend inside that bound. Held on disk, never in memory;
- * read back in chunks once it has all arrived.
+ * sends it, not at the pace its books are read and checked: its deadline grows with what it
+ * sends (src/request-deadline.ts), and a client whose books take seconds of CPU to read would
+ * otherwise be held back by the reading. Held on disk, never in memory; read back in chunks once
+ * it has all arrived.
  */
 import type { FileHandle } from 'node:fs/promises'
 import { openUnlinked } from './import-spool.js'

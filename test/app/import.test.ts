@@ -408,12 +408,61 @@ t.test('a sender that stops halfway is cut off by the request timeout, and nothi
   const held = await holdRequest(port, `POST /books HTTP/1.1\r\nHost: x\r\nAuthorization: ${setup.token}\r\nContent-Type: text/csv\r\n` +
     `Content-Length: ${Buffer.byteLength(body)}`, body.slice(0, body.length / 2))
   t.teardown(() => held.destroy())
-  // The server's request timeout (src/http.ts: the whole request within 10 s) ends it, not the client
+  // The body's deadline (src/request-deadline.ts) ends it, not the client
   await held.closed
   t.match(held.received(), /^HTTP\/1\.1 408 /, 'answered 408')
   await noSpoolLeft()
   t.strictSame(await storedBooks(setup.db), [], 'nothing stored')
   t.strictSame(await storedChanges(setup.db), [], 'nothing in the log')
+})
+
+/**
+ * `body` sent on a raw socket after `head`, `chunkBytes` every `everyMs`, until it is all sent or
+ * the server closes the connection; when that came, from the first byte.
+ */
+function pacedRequest (port: number, head: string, body: string, chunkBytes: number, everyMs: number) {
+  const bytes = Buffer.from(body)
+  const chunks: Buffer[] = []
+  const started = performance.now()
+  const socket = connect({ port, host: '127.0.0.1' }, () => {
+    socket.write(`${head}\r\nContent-Length: ${bytes.length}\r\n\r\n`)
+    let sent = 0
+    const timer = setInterval(() => {
+      if (socket.destroyed || sent >= bytes.length) return clearInterval(timer)
+      socket.write(bytes.subarray(sent, sent + chunkBytes))
+      sent += chunkBytes
+    }, everyMs)
+    socket.once('close', () => clearInterval(timer))
+  })
+  socket.on('data', (chunk: Buffer) => chunks.push(chunk))
+  socket.on('error', () => {})
+  const closedAfter = new Promise<number>((resolve) => socket.once('close', () => resolve(performance.now() - started)))
+  return { received: () => Buffer.concat(chunks).toString('utf8'), closedAfter, destroy: () => socket.destroy() }
+}
+
+t.test('an import\'s body may outlast the request timeout while it comes at 64 KiB/s or faster', { skip: STORE_INDEPENDENT }, async (t) => {
+  const setup = await setUp(t)
+  const port = await listening(setup)
+  const head = `POST /books HTTP/1.1\r\nHost: x\r\nAuthorization: ${setup.token}\r\nContent-Type: text/csv\r\n` +
+    'Prefer: return=minimal\r\nConnection: close'
+  const steadyBody = csvOf(books(60_000, 'Steady'))
+  t.ok(steadyBody.length > 12 * 128 * 1024, `precondition: ${steadyBody.length} bytes take the steady sender over 12 s`)
+  // Side by side: 32 KiB every 250 ms (128 KiB/s, twice the rate) for over 12 s; 2 KiB every 250 ms (8 KiB/s)
+  const steady = pacedRequest(port, head, steadyBody, 32 * 1024, 250)
+  const trickling = pacedRequest(port, head, csvOf(books(60_000, 'Trickling')), 2 * 1024, 250)
+  t.teardown(() => { steady.destroy(); trickling.destroy() })
+
+  const [steadyMs, tricklingMs] = await Promise.all([steady.closedAfter, trickling.closedAfter])
+  t.comment(`the steady sender answered after ${(steadyMs / 1000).toFixed(1)} s, the trickling one cut off after ${(tricklingMs / 1000).toFixed(1)} s`)
+  t.ok(steadyMs > 12_000, 'the steady sender took longer than the request timeout')
+  t.match(steady.received(), /^HTTP\/1\.1 201 [^]*"data":\{"count":60000\}\}$/, 'the steady sender\'s books are stored')
+  t.match(trickling.received(), /^HTTP\/1\.1 408 /, 'the trickling sender is answered 408')
+  // Its deadline: 10 s and an eighth of a second for each second sent at 8 KiB/s, checked each second
+  t.ok(tricklingMs > 10_000 && tricklingMs < 16_000, 'about 10 s after its sending fell behind')
+  await noSpoolLeft()
+  const stored = await storedBooks(setup.db)
+  t.equal(stored.length, 60_000, 'the steady import alone is stored')
+  t.ok(stored.every(({ title }) => title.startsWith('Steady')), 'nothing of the trickling one')
 })
 
 t.test('a transaction longer than the send timeout is not cut off: each chunk stored is activity', { skip: STORE_INDEPENDENT }, async (t) => {
