@@ -57,7 +57,7 @@ const PROBE_SECONDS = positive('BENCH_PROBE_SECONDS', 3)
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL ?? 'warn'
 const PSQL = process.env.PSQL ?? 'psql'
 
-/** The targets of the issue, printed beside the figures. */
+/** The targets the figures are printed beside: the ratios to COPY, the memory, the p99 of point reads. */
 const IMPORT_RATIO_TARGET = 1.5
 const NDJSON_RATIO_TARGET = 1.2
 const EXPORT_RATIO_TARGET = 1.5
