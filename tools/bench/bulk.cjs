@@ -37,7 +37,8 @@
  * log is kept when the run fails), also when it is interrupted.
  *
  * Environment: BENCH_BOOKS (1000000), BENCH_PROBE_PAUSE_MS (10), BENCH_PROBE_SECONDS (3),
- * BENCH_LOG_LEVEL (the service's, default warn), TEST_DB_URL (the server, default
+ * BENCH_LOG_LEVEL (the service's, default warn), BENCH_PGBOUNCER (1: the service through a
+ * PgBouncer in transaction pooling, the reference direct), TEST_DB_URL (the server, default
  * postgres://postgres@127.0.0.1:5432/postgres), PSQL (the psql program, default psql on PATH).
  */
 const { spawn } = require('node:child_process')
@@ -56,6 +57,8 @@ const PROBE_PAUSE_MS = Number(process.env.BENCH_PROBE_PAUSE_MS ?? 10)
 const PROBE_SECONDS = positive('BENCH_PROBE_SECONDS', 3)
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL ?? 'warn'
 const PSQL = process.env.PSQL ?? 'psql'
+/** The service through a PgBouncer in transaction pooling (docs/deploy/pgbouncer.ini); psql's `\copy` still direct. */
+const THROUGH_PGBOUNCER = process.env.BENCH_PGBOUNCER === '1'
 
 /** The targets the figures are printed beside: the ratios to COPY, the memory, the p99 of point reads. */
 const IMPORT_RATIO_TARGET = 1.5
@@ -394,8 +397,16 @@ function describeProbe (samples) {
 
 async function startService (bench, dbUrl, log) {
   const port = await freePort()
+  let serviceDbUrl = dbUrl
+  if (THROUGH_PGBOUNCER) {
+    // The build of the tools (npm run build:tools), as bench:topology uses it
+    const { startPgbouncer } = require('../dist/tools/topology/pgbouncer.js')
+    const pgbouncer = await startPgbouncer(dbUrl)
+    bench.onCleanup(() => pgbouncer.stop())
+    serviceDbUrl = pgbouncer.url(dbUrl)
+  }
   const { command, args, env } = serviceCommand({
-    DB_URL: dbUrl,
+    DB_URL: serviceDbUrl,
     SECRET_TOKEN: randomBytes(36).toString('base64url'),
     PORT: String(port),
     LOG_LEVEL
@@ -439,7 +450,8 @@ runBenchmark('bulk', async (bench) => {
   const generated = performance.now()
   const files = await writeBooks(bench.tmpDir, BOOKS)
   console.log(`bench:bulk: ${BOOKS.toLocaleString('en-US')} books, CSV ${megabytes(files.csvBytes)} MB, NDJSON ${megabytes(files.ndjsonBytes)} MB ` +
-    `(generated in ${seconds((performance.now() - generated) / 1000)} s); PostgreSQL ${pgVersion}; ${os.cpus().length} cores`)
+    `(generated in ${seconds((performance.now() - generated) / 1000)} s); PostgreSQL ${pgVersion}; ${os.cpus().length} cores` +
+    (THROUGH_PGBOUNCER ? '; the service through PgBouncer' : ''))
 
   const log = fs.createWriteStream(path.join(bench.tmpDir, 'service.log'))
   log.path = path.join(bench.tmpDir, 'service.log')
