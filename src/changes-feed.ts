@@ -139,18 +139,18 @@ export class ChangesFeed {
    */
   async open (after: number | undefined, expiresAt: number, response: FeedResponse): Promise<Readable> {
     await this.startReading()
+    let kept: { first: number, last: number } | undefined
+    if (after !== undefined && !(after >= this.recentFrom && after <= this.position!)) {
+      // Not in memory: older, or sent by an instance whose reader is ahead of this one's
+      kept = await this.changeLog.changesKept()
+      // The reader stops as its last feed ends, which may have happened while the log answered:
+      // this feed is not counted yet. From here to its counting nothing waits
+      await this.startReading()
+    }
     const position = this.position
     if (position === null) throw new Error('the feed\'s reader stopped as a feed opened')
-    let start = after ?? position
-    let resetting = false
-    if (after !== undefined && !(after >= this.recentFrom && after <= position)) {
-      // Not in memory: older, or sent by an instance whose reader is ahead of this one's
-      const kept = await this.changeLog.changesKept()
-      if (after > kept.last || (after < position && after + 1 < kept.first)) {
-        start = position
-        resetting = true
-      }
-    }
+    const resetting = after !== undefined && kept !== undefined && (after > kept.last || (after < position && after + 1 < kept.first))
+    const start = resetting ? position : after ?? position
     const first = feedStart(this.ids.encode(start)) + (resetting ? reset(this.ids.encode(start)) : '')
     const subscription = new Subscription(start, response, this.timers, () => {
       this.subscriptions.delete(subscription)

@@ -84,6 +84,7 @@ class MemoryLog implements ChangeLog {
   /** The placements and prunes asked for, in order. */
   readonly calls: string[] = []
   private held: Promise<void> | null = null
+  private keptHeld: Promise<void> | null = null
 
   constructor (private readonly timers: Timers) {}
 
@@ -95,6 +96,13 @@ class MemoryLog implements ChangeLog {
   hold (): () => void {
     let release!: () => void
     this.held = new Promise((resolve) => { release = resolve })
+    return release
+  }
+
+  /** The next `changesKept` waits until the answer is called. */
+  holdKept (): () => void {
+    let release!: () => void
+    this.keptHeld = new Promise((resolve) => { release = resolve })
     return release
   }
 
@@ -129,6 +137,9 @@ class MemoryLog implements ChangeLog {
   }
 
   async changesKept () {
+    const held = this.keptHeld
+    this.keptHeld = null
+    await held
     if (this.failing) throw new Error('the database is down')
     return { first: this.kept[0]?.position ?? 0, last: this.kept.at(-1)?.position ?? 0 }
   }
@@ -310,6 +321,26 @@ t.test('feeds catching up in slices that end mid-page, while changes come and po
   t.equal(live.changes.at(-1), last, 'the live feed has every change')
   t.strictSame(clients[0]!.changes, positions(1, last), 'from the start: every change once, in order')
   t.strictSame(clients[1]!.changes, positions(CATCH_UP_PAGE + 4, last), 'from the middle of a page too')
+})
+
+t.test('a feed that resumes from the log as the last other feed ends is read for: the reader, stopped meanwhile, starts again', async (t) => {
+  const { feed, timers, changeLog, open } = feedOf(t)
+  changeLog.write(3)
+  await changeLog.placeChanges(PLACE_BATCH)
+  const leaving = await open()
+  t.strictSame(leaving.events, ['start 3'])
+  // While the log says what it keeps for the resuming feed, the other ends and the reader stops
+  const answer = changeLog.holdKept()
+  const opening = feed.open(1, timers.now() + 3_600_000, new PassThrough())
+  await settle()
+  leaving.stream.destroy()
+  await timers.advance(POLL_MS)
+  answer()
+  const resumed = reader(await opening)
+  await settle()
+  changeLog.write(1)
+  await timers.advance(POLL_MS)
+  t.strictSame(resumed.events, ['start 1', 'created 2', 'created 3', 'created 4'], 'what it missed, then the next change')
 })
 
 t.test('a feed that resumes from an id past what the log keeps gets `reset`, then goes on live', async (t) => {

@@ -108,7 +108,9 @@ t.test(`${FEEDS} feeds catching up ${CHANGES} changes each leave point reads hal
     await waitUntil(async () => {
       loneProgress = await lone.progress()
       return loneProgress.every((feed) => feed.last >= last || feed.broken.length > 0)
-    }, 60_000, 'the lone feed caught up', 50)
+    }, 60_000, 'the lone feed caught up', 50).catch((err: Error) => {
+      throw new Error(`${err.message}; it received ${JSON.stringify(loneProgress)}`)
+    })
     t.comment(`one feed alone caught up ${last} changes in ${((performance.now() - loneOpened) / 1000).toFixed(1)} s`)
     t.strictSame(loneProgress.map((feed) => [feed.received, feed.broken]), [[last, []]], 'and received each change once, in order')
   })
