@@ -1,5 +1,5 @@
 /**
- * `npm test`: the tiers one after another, each a tap run of its own folder, after one build
+ * `npm test`: the tiers one after another, each a run of its own folder (test/run-files.js), after one build
  * (`pretest`). `npm test -- app process` runs only those tiers; `npm test -- test/app/books.test.ts`
  * only those files (their JavaScript, test/build.js). At the end, after the TAP: each tier's time
  * and result, every failure and every skip (file, test, reason) read from the TAP, the tests
@@ -23,11 +23,11 @@ if (unknown.length > 0) {
 }
 const files = asked.flatMap((arg) => TEST_FILE.exec(arg)?.[1] ?? []).map((file) => `.test-build/${file}.test.js`)
 const askedTiers = asked.filter((arg) => TIERS.includes(arg))
-/** What runs: each tier by its own script, and files named one by one in one tap run of their own. */
+/** What runs: each tier by its own script, and files named one by one in one run of their own. */
 const runs = [
   ...(asked.length > 0 ? TIERS.filter((tier) => askedTiers.includes(tier)) : TIERS)
     .map((tier) => ({ name: tier, command: ['npm', 'run', '--silent', '--ignore-scripts', `test:${tier}`] })),
-  ...(files.length > 0 ? [{ name: 'files', command: ['npx', 'tap', ...files] }] : [])
+  ...(files.length > 0 ? [{ name: 'files', command: [process.execPath, 'test/run-files.js', ...files] }] : [])
 ]
 
 const scratch = mkdtempSync(join(tmpdir(), 'bookkeeping-test-run-'))
@@ -35,7 +35,7 @@ const skippedFile = join(scratch, 'skipped')
 
 /**
  * Reads a tier's TAP line by line and keeps its failures and skips, each with the file and the
- * names of the subtests it is in. tap indents a subtest's lines by four spaces a level, after a
+ * names of the subtests it is in. TAP indents a subtest's lines by four spaces a level, after a
  * `# Subtest: <name>` line (the file's path at the top level); a subtest that failed is reported
  * after its assertions, so a failure inside one already reported is not listed again.
  */
@@ -67,7 +67,7 @@ class TapOutcomes {
   }
 }
 
-/** A test file by its TypeScript source: tap runs and names the JavaScript test/build.js made of it. */
+/** A test file by its TypeScript source: the runner runs and names the JavaScript test/build.js made of it. */
 const sourceOf = (file) => file.replace(/^\.test-build\/(.*)\.js$/, '$1.ts')
 
 /** At most this many skips are listed one by one; the rest are counted by reason. */
@@ -75,27 +75,27 @@ const SKIPS_LISTED = 20
 
 /**
  * One tier by its own script (`npm run test:<tier>`, without its build: done once already), or
- * the files asked for, its output passed through as it comes; tap's counts read from it.
+ * the files asked for, its output passed through as it comes; the counts read from it.
  */
 function runTier ({ name: tier, command: [program, ...args] }) {
   const started = performance.now()
   const counts = { pass: 0, fail: 0, skip: 0 }
   const outcomes = new TapOutcomes()
   return new Promise((resolve) => {
-    const tap = spawn(program, args, {
+    const run = spawn(program, args, {
       stdio: ['ignore', 'pipe', 'inherit'],
       env: { ...process.env, TEST_SKIPPED_FILE: skippedFile }
     })
     let pending = ''
-    tap.stdout.on('data', (chunk) => {
+    run.stdout.on('data', (chunk) => {
       process.stdout.write(chunk)
       pending += chunk.toString('utf8')
       const lines = pending.split('\n')
       pending = lines.pop()
       for (const line of lines) {
         outcomes.line(line)
-        // The summary tap prints last: `# { total: 12, pass: 11, skip: 1 }` (fail and todo when any);
-        // a tier's script may run tap more than once (test:process), so the summaries add up
+        // The summary each file's tap prints last, indented as its subtest: `# { total: 12, pass: 11,
+        // skip: 1 }` (fail and todo when any); the files' summaries add up
         const summary = /^# \{ total: \d+(.*) \}$/.exec(line.trim())
         if (summary === null) continue
         for (const [, key, value] of summary[1].matchAll(/(\w+): (\d+)/g)) {
@@ -103,7 +103,7 @@ function runTier ({ name: tier, command: [program, ...args] }) {
         }
       }
     })
-    tap.on('close', (code) => resolve({ tier, code, seconds: (performance.now() - started) / 1000, ...counts, outcomes }))
+    run.on('close', (code) => resolve({ tier, code, seconds: (performance.now() - started) / 1000, ...counts, outcomes }))
   })
 }
 
@@ -121,7 +121,7 @@ rmSync(scratch, { recursive: true, force: true })
 
 console.log('\n=== summary ===')
 for (const { tier, code, seconds, pass, fail, skip } of results) {
-  const outcome = code === 0 ? 'passed' : `FAILED (tap exit ${code})`
+  const outcome = code === 0 ? 'passed' : `FAILED (exit ${code})`
   console.log(`test:${tier.padEnd(8)} ${seconds.toFixed(1).padStart(6)} s  ${outcome}: ${pass} passed, ${fail} failed, ${skip} skipped`)
 }
 const total = results.reduce((sum, { seconds }) => sum + seconds, 0)

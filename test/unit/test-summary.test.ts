@@ -24,7 +24,7 @@ t.test('the summary names each failure and skip by file and test, with the count
   const { code, stdout } = await runTests('test/fixtures/summary.test.ts')
   const summary = stdout.slice(stdout.indexOf('\n=== summary ===\n'))
   t.equal(code, 1, 'a failed test fails the run')
-  t.match(summary, /\ntest:files +\d+\.\d s {2}FAILED \(tap exit 1\): 1 passed, 1 failed, 1 skipped\n/, 'the run\'s time and outcome')
+  t.match(summary, /\ntest:files +\d+\.\d s {2}FAILED \(exit 1\): 1 passed, 1 failed, 1 skipped\n/, 'the run\'s time and outcome')
   t.match(summary, /\nall tiers +\d+\.\d s\n/, 'the total time')
   t.match(summary, '\nFailed (1):\n  test/fixtures/summary.test.ts: fails when asked > a failure on purpose\n', 'the failure, by its TypeScript file')
   t.match(summary, '\nSkipped (1):\n  test/fixtures/summary.test.ts: skips (a reason given)\n', 'the skip, with its reason')

@@ -1,0 +1,84 @@
+/**
+ * `node test/run-files.js [--jobs=N] <glob>...`: the tiers' runner. Runs each test file that the
+ * globs match, in the order of their paths, as a plain `node --enable-source-maps <file>` of its
+ * own, N at once, and prints each file's TAP as one subtest once the file has ended (files side by
+ * side never interleave), then `1..<files>`. Exits non-zero when a file failed: a failed test, an
+ * exit other than 0, or a file that overran its time (package.json's `tap.timeout`, which each
+ * file's tap enforces itself; this runner ends a file that still runs a minute later).
+ *
+ * Not tap's own runner: it loads its process-info hook into every test file (a module loader
+ * thread that sees and records every module the file loads, for coverage and `tap --changed`,
+ * neither of which these tests use, and which no setting turns off), and an app test loads the
+ * whole service. docs/development.md, Tests, says what that cost. A single file runs with
+ * tap's runner as well: `npx tap <file>`.
+ */
+import { spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { availableParallelism } from 'node:os'
+import { globSync } from 'glob'
+
+const TIMEOUT_SECONDS = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).tap.timeout
+/** After its own timeout, the time a file gets to report it and stop its services. */
+const GRACE_MS = 60_000
+
+const options = process.argv.slice(2).filter((arg) => arg.startsWith('--'))
+const patterns = process.argv.slice(2).filter((arg) => !arg.startsWith('--'))
+const jobsOption = options.find((arg) => arg.startsWith('--jobs='))
+const jobs = jobsOption === undefined ? Math.max(1, availableParallelism() - 1) : Number(jobsOption.slice('--jobs='.length))
+const unknown = options.filter((arg) => arg !== jobsOption)
+if (unknown.length > 0 || !(jobs >= 1)) {
+  console.error(`test/run-files.js: usage: node test/run-files.js [--jobs=N] <glob>... (not ${unknown.join(' ') || jobsOption})`)
+  process.exit(2)
+}
+const files = [...new Set(patterns.flatMap((pattern) => globSync(pattern).sort()))]
+if (files.length === 0) {
+  console.error(`test/run-files.js: no test file matches ${patterns.join(' ')}`)
+  process.exit(2)
+}
+
+/** Runs `file`; resolves with what it printed, how it ended and how long it took. */
+function runFile (file) {
+  const started = performance.now()
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--enable-source-maps', file], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, TAP_TIMEOUT: String(TIMEOUT_SECONDS) }
+    })
+    let output = ''
+    child.stdout.setEncoding('utf8')
+    child.stdout.on('data', (chunk) => { output += chunk })
+    let overran = false
+    const overrun = setTimeout(() => {
+      overran = true
+      // SIGTERM first: the file's exit handlers stop the services it started
+      child.kill('SIGTERM')
+      setTimeout(() => child.kill('SIGKILL'), 10_000).unref()
+    }, TIMEOUT_SECONDS * 1000 + GRACE_MS)
+    child.on('close', (code, signal) => {
+      clearTimeout(overrun)
+      resolve({ file, output, code, signal, overran, ms: performance.now() - started })
+    })
+  })
+}
+
+/** Whether the file's TAP says a test failed: a `not ok` at its top level. */
+const failedInOutput = (output) => /^not ok /m.test(output)
+
+let next = 0
+let reported = 0
+let failed = 0
+console.log('TAP version 14')
+async function worker () {
+  while (next < files.length) {
+    const { file, output, code, signal, overran, ms } = await runFile(files[next++])
+    const ok = code === 0 && !failedInOutput(output)
+    if (!ok) failed++
+    const body = output.replace(/^TAP version \d+\n/, '').replace(/\n$/, '').split('\n').map((line) => line === '' ? '' : `    ${line}`).join('\n')
+    const why = overran ? `ran past ${TIMEOUT_SECONDS} s and was ended` : code !== 0 ? `exited ${code ?? signal}` : ''
+    console.log(`# Subtest: ${file}\n${body}\n${why === '' ? '' : `# ${file} ${why}\n`}${ok ? 'ok' : 'not ok'} ${++reported} - ${file} # time=${ms.toFixed(3)}ms\n`)
+  }
+}
+await Promise.all(Array.from({ length: Math.min(jobs, files.length) }, worker))
+console.log(`1..${files.length}`)
+console.log(`# ${files.length - failed} of ${files.length} files passed`)
+process.exitCode = failed > 0 ? 1 : 0
