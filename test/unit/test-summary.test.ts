@@ -31,6 +31,14 @@ t.test('the summary names each failure and skip by file and test, with the count
   t.ok(summary.endsWith('\ntests: 1 passed, 1 failed, 1 skipped\n'), `the closing counts last: ${summary.slice(-60)}`)
 })
 
+t.test('a file that dies with no test failed is a failure, and the run fails', async (t) => {
+  const { code, stdout } = await runTests('test/fixtures/dies.test.ts')
+  const summary = stdout.slice(stdout.indexOf('\n=== summary ===\n'))
+  t.equal(code, 1, 'a file that died fails the run')
+  t.match(stdout, '\n# .test-build/test/fixtures/dies.test.js exited SIGKILL\n', 'how it ended')
+  t.match(summary, '\nFailed (1):\n  test/fixtures/dies.test.ts\n', 'the file, by its TypeScript name')
+})
+
 t.test('a name that is neither a tier nor a test file is refused', async (t) => {
   const { code, stdout } = await runTests('units')
   t.equal(code, 2)
