@@ -1,7 +1,7 @@
 /**
  * `node test/run-files.js [--jobs=N] <glob>...`: the tiers' runner. Runs each test file that the
- * globs match, in the order of their paths, as a plain `node --enable-source-maps <file>` of its
- * own, N at once, and prints each file's TAP as one subtest once the file has ended (files side by
+ * globs match, in the order the globs come (each glob's files in the order of their paths; a file
+ * once), as a plain `node --enable-source-maps <file>` of its own, N at once, and prints each file's TAP as one subtest once the file has ended (files side by
  * side never interleave), then `1..<files>`. Exits non-zero when a file failed: a failed test, an
  * exit other than 0, or a file that overran its time (package.json's `tap.timeout`, which each
  * file's tap enforces itself; this runner ends a file that still runs a minute later).
