@@ -99,8 +99,10 @@ export class ChangesFeed {
   private recentFrom = 0
   private ending = false
 
-  // The reader runs while the instance has feeds: an instance that has none does no work for them
+  // The reader runs while the instance has feeds, open or opening: an instance that has none
+  // does no work for them
   private reading = false
+  private opening = 0
   private starting: Promise<void> | null = null
   private polling: Promise<void> = Promise.resolve()
   private pollTimer: Timer | undefined
@@ -138,15 +140,19 @@ export class ChangesFeed {
    * where to start (503), or when the instance is closing.
    */
   async open (after: number | undefined, expiresAt: number, response: FeedResponse): Promise<Readable> {
-    await this.startReading()
+    // Opening from now on: the reader keeps running for this feed, which it does not count yet
+    this.opening++
     let kept: { first: number, last: number } | undefined
-    if (after !== undefined && !(after >= this.recentFrom && after <= this.position!)) {
-      // Not in memory: older, or sent by an instance whose reader is ahead of this one's
-      kept = await this.changeLog.changesKept()
-      // The reader stops as its last feed ends, which may have happened while the log answered:
-      // this feed is not counted yet. From here to its counting nothing waits
+    try {
       await this.startReading()
+      if (after !== undefined && !(after >= this.recentFrom && after <= this.position!)) {
+        // Not in memory: older, or sent by an instance whose reader is ahead of this one's
+        kept = await this.changeLog.changesKept()
+      }
+    } finally {
+      this.opening--
     }
+    // From here to its counting nothing waits
     const position = this.position
     if (position === null) throw new Error('the feed\'s reader stopped as a feed opened')
     const resetting = after !== undefined && kept !== undefined && (after > kept.last || (after < position && after + 1 < kept.first))
@@ -283,7 +289,7 @@ export class ChangesFeed {
   }
 
   private async pollOnce () {
-    if (this.subscriptions.size === 0 || this.ending) return this.stopReading()
+    if ((this.subscriptions.size === 0 && this.opening === 0) || this.ending) return this.stopReading()
     let delay = POLL_MS
     try {
       if (await this.tracing.inSpan('changes poll', { parent: null }, () => this.poll()) === POLL_BATCH && ![...this.live].some((subscription) => subscription.tooFarBehind())) delay = 0

@@ -323,13 +323,13 @@ t.test('feeds catching up in slices that end mid-page, while changes come and po
   t.strictSame(clients[1]!.changes, positions(CATCH_UP_PAGE + 4, last), 'from the middle of a page too')
 })
 
-t.test('a feed that resumes from the log as the last other feed ends is read for: the reader, stopped meanwhile, starts again', async (t) => {
+t.test('a feed that resumes from the log as the last other feed ends is read for: the reader keeps running for a feed that is opening', async (t) => {
   const { feed, timers, changeLog, open } = feedOf(t)
   changeLog.write(3)
   await changeLog.placeChanges(PLACE_BATCH)
   const leaving = await open()
   t.strictSame(leaving.events, ['start 3'])
-  // While the log says what it keeps for the resuming feed, the other ends and the reader stops
+  // While the log says what it keeps for the resuming feed, the other ends and a poll comes
   const answer = changeLog.holdKept()
   const opening = feed.open(1, timers.now() + 3_600_000, new PassThrough())
   await settle()
