@@ -309,8 +309,9 @@ const SCRIPTS: { start: string, dev: string } = JSON.parse(readFileSync(join(PRO
 const START_COMMAND = SCRIPTS.start
 
 /**
- * `command` run without tap's process-info hook. tap's runner puts it into NODE_OPTIONS of every
- * process a test spawns, whatever environment the test gives, and in every process those spawn:
+ * `command` run without tap's process-info hook. Under tap's runner (`npx tap <file>`; the tiers
+ * use test/run-files.js) it is in NODE_OPTIONS of every process a test spawns, whatever
+ * environment the test gives, and in every process those spawn:
  * a loader thread and a hook on every module loaded, which make the service start slower and
  * hold more memory than it does for its users. Services run as users run them.
  */
