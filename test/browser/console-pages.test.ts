@@ -55,6 +55,22 @@ function recordListings (page: Page): Listing[] {
   return listings
 }
 
+/**
+ * Types the rest of `text` into the Filter box (what it holds is the start of `text`) a key at a
+ * time, all in one task of the page: as a fast typist's keys, never further apart than the
+ * filter's delay, however busy the machine.
+ */
+async function typeAtOnce (page: Page, text: string): Promise<void> {
+  await page.getByRole('searchbox', { name: 'Filter' }).focus()
+  await page.evaluate((text) => {
+    const box = document.getElementById('filter') as HTMLInputElement
+    for (let end = box.value.length + 1; end <= text.length; end++) {
+      box.value = text.slice(0, end)
+      box.dispatchEvent(new InputEvent('input', { bubbles: true, inputType: 'insertText', data: text[end - 1] }))
+    }
+  }, text)
+}
+
 /** The query of a `Link` path. */
 const queryOf = (path: string) => Object.fromEntries(new URL(path, 'http://x').searchParams)
 const withoutLimit = ({ limit, ...rest }: Record<string, string>) => rest
@@ -202,14 +218,7 @@ t.test('a list read in pages', { skip: STORE_INDEPENDENT || needsPrograms('chrom
     const before = listings.length
     // The keys come in one task of the page, as a fast typist's do: on a busy machine real key
     // presses can come further apart than the filter's delay, and each is then rightly asked for
-    await filter.focus()
-    await page.evaluate((text) => {
-      const box = document.getElementById('filter') as HTMLInputElement
-      for (let end = 1; end <= text.length; end++) {
-        box.value = text.slice(0, end)
-        box.dispatchEvent(new InputEvent('input', { bubbles: true, inputType: 'insertText', data: text[end - 1] }))
-      }
-    }, 'QuIlL')
+    await typeAtOnce(page, 'QuIlL')
     const filteringQueries = () => listings.slice(before).map(({ query }) => query).filter((query) => 'title' in query || 'author' in query)
     // Until the whole text's pages were asked for
     await settle(async () => filteringQueries().filter((query) => (query.title ?? query.author) === 'QuIlL').length, (n) => n >= 2)
@@ -227,21 +236,29 @@ t.test('a list read in pages', { skip: STORE_INDEPENDENT || needsPrograms('chrom
     t.equal(await statusReads(page, `${quill.length} of more than 1,000 books`), `${quill.length} of more than 1,000 books`,
       'titles and authors merged, each book once: the count is that of the database')
 
-    // A slow network: a filter is still being read when the next one is typed
-    const cdp = await page.context().newCDPSession(page)
-    await cdp.send('Network.enable')
-    await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 600, downloadThroughput: -1, uploadThroughput: -1 })
+    // A slow network: the answers to a filter are held back until the next one has been typed
+    // and its rows are in place, so that they are certainly still being read meanwhile
+    let releaseHeld = () => {}
+    const held = new Promise<void>((resolve) => { releaseHeld = resolve })
+    const asksForDune = (url: URL) => url.pathname === '/books' && (url.searchParams.get('title') === 'dune' || url.searchParams.get('author') === 'dune')
+    await page.route(asksForDune, async (route) => {
+      await held
+      // A request the page has cancelled meanwhile can no longer be continued
+      await route.continue().catch(() => {})
+    })
     const sent = listings.length
     await filter.fill('dune')
     await settle(async () => listings.length, (n) => n >= sent + 2)
-    await filter.pressSequentially(' 1', { delay: 30 })
+    await typeAtOnce(page, 'dune 1')
     const dune1 = await ids('id', "title ILIKE '%dune 1%' OR author ILIKE '%dune 1%'")
     await settle(() => placedRows(page), (rows) => rows[0]?.[1] === dune1[0])
     t.strictSame(await misplaced(page, dune1), [], 'the rows are those of the last filter')
+    releaseHeld()
     const stale = listings.slice(sent).filter(({ query }) => query.title === 'dune' || query.author === 'dune')
+    await settle(async () => stale.map(({ failed, next }) => failed ?? next), (outcomes) => !outcomes.includes(null), 2000)
     t.strictSame(stale.map(({ failed }) => failed), ['net::ERR_ABORTED', 'net::ERR_ABORTED'],
       'the requests of the filter typed before were cancelled')
-    await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 })
+    await page.unroute(asksForDune)
     expectQuiet(t, watched)
   })
 
