@@ -14,6 +14,7 @@
 import fp from 'fastify-plugin'
 import pg, { type Pool, type PoolClient } from 'pg'
 import { boundedQuery } from '../../src/db/bounded-query.js'
+import { listenForLostConnections } from '../../src/db/lost-connections.js'
 import { COPY_LOADER, CREATE_IMPORT_TABLE, INSERT_BOOKS, INSERT_ROWS, STORE_IS_PGLITE, STORE_KEY, STORED_KEY, TAKE_KEY, UNNEST_LOADER, type ImportLoader } from '../../src/db/imports-sql.js'
 import { BEGIN_BOUNDED } from '../../src/db/time-bounds.js'
 import type { IdRun } from '../../src/import-ids.js'
@@ -36,10 +37,6 @@ interface ImportKey {
   /** `importFingerprint` of the books, in order. */
   fingerprint: Buffer
 }
-
-// A lost connection fails the pending query, which is how the import learns of it; the `error`
-// event it also emits would end the process with no listener
-function ignoreClientError () {}
 
 /** Runs that follow each other without a gap are one. */
 function appendRun (runs: IdRun[], run: IdRun) {
@@ -101,8 +98,8 @@ function createImportsRepository (pool: Pool, loader: ImportLoader) {
       let client: PoolClient | undefined
       let failure: Error | undefined
       try {
+        // A lost connection fails the pending query, which is how the import learns of it (src/db/lost-connections.ts)
         client = await pool.connect()
-        client.on('error', ignoreClientError)
         await client.query(BEGIN_BOUNDED)
         const outcome = await storeOn(client, spool, key, progress)
         await client.query(outcome.outcome === 'created' ? 'COMMIT' : 'ROLLBACK')
@@ -114,7 +111,6 @@ function createImportsRepository (pool: Pool, loader: ImportLoader) {
         if (key !== undefined) keysInFlight.delete(key.key)
         // After a failure the connection may still be in the transaction, or its statement still
         // running: discarded, never handed to another request
-        client?.off('error', ignoreClientError)
         client?.release(failure)
       }
     }
@@ -131,7 +127,7 @@ export default fp(async function importsRepository (fastify) {
     // The main pool's settings, without pipelining; at most a connection per import at once
     const { pipeline: _pipeline, max: _max, ...options } = fastify.pg.pool.options as pg.PoolConfig & { pipeline?: boolean }
     const own = new pg.Pool({ ...options, max: fastify.config.IMPORTS_AT_ONCE })
-    own.on('error', (err) => fastify.log.warn({ err }, 'idle import connection lost'))
+    listenForLostConnections(own, (err) => fastify.log.warn({ err }, 'idle import connection lost'))
     fastify.addHook('onClose', () => own.end())
     pool = own
   }

@@ -15,15 +15,17 @@
  * `application_name` (which PgBouncer knows), no named statements, and the server-side time
  * bounds are set per transaction (src/db/bounded-query.ts).
  *
- * @fastify/postgres adds no `error` listener to the pool: an idle client dropped by the server
- * (restart, `pg_terminate_backend`) would then emit an unhandled `error` and end the process.
- * The pool discards such a client by itself; we only log it.
+ * @fastify/postgres adds no `error` listener to the pool or its clients: a connection dropped by
+ * the server (restart, `pg_terminate_backend`) would then emit an unhandled `error` and end the
+ * process. Ours are added as the pool makes its connections (src/db/lost-connections.ts); the pool
+ * discards an idle one that was lost by itself, and we log it.
  *
  * @see https://github.com/fastify/fastify-postgres
  */
 import fastifyPostgres from '@fastify/postgres'
 import fp from 'fastify-plugin'
 import { EMBEDDED_PREFIX, isEmbedded, startEmbedded } from '../../src/db/embedded.js'
+import { listenForLostConnections } from '../../src/db/lost-connections.js'
 import { CONNECT_TIMEOUT_MS, STATEMENT_TIMEOUT_MS } from '../../src/db/time-bounds.js'
 
 export default fp(async function postgres (fastify) {
@@ -53,7 +55,5 @@ export default fp(async function postgres (fastify) {
     keepAliveInitialDelayMillis: 10_000,
     max: isEmbedded(DB_URL) ? 1 : DB_POOL_MAX
   })
-  fastify.pg.pool.on('error', (err) => {
-    fastify.log.warn({ err }, 'idle database connection lost')
-  })
+  listenForLostConnections(fastify.pg.pool, (err) => fastify.log.warn({ err }, 'idle database connection lost'))
 }, { name: 'postgres', dependencies: ['env'] })

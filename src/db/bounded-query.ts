@@ -1,10 +1,6 @@
 import type { Pool, PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg'
 import { BEGIN_BOUNDED } from './time-bounds.js'
 
-// A lost connection fails the client's pending queries, which is how the caller learns of it; it
-// also emits `error` on the client, which would end the process with no listener
-function ignoreClientError () {}
-
 /** SQLSTATE read_only_sql_transaction: what a standby answers to a write. */
 const READ_ONLY_SQLSTATE = '25006'
 
@@ -56,8 +52,9 @@ export function boundedQueryOn (pool: Pool) {
 export async function boundedTransaction<R extends QueryResultRow[]> (
   pool: Pool, queries: QueryConfig[], keepAfter: (err: unknown) => boolean = () => false
 ): Promise<{ [K in keyof R]: QueryResult<R[K]> }> {
+  // A lost connection fails these queries; its `error` event has a listener from the pool's
+  // making of it (src/db/lost-connections.ts)
   const client = await pool.connect()
-  client.on('error', ignoreClientError)
   let ended: Promise<unknown> | null = null
   try {
     const checking = onPrimary.has(client) ? null : client.query<{ standby: boolean }>(IS_STANDBY)
@@ -67,12 +64,10 @@ export async function boundedTransaction<R extends QueryResultRow[]> (
     const [check, , ...results] = await Promise.all([checking, begun, ...statements, ended])
     if (check?.rows[0]?.standby === true) throw new StandbyConnectionError()
     onPrimary.add(client)
-    client.off('error', ignoreClientError)
     client.release()
     return results.slice(0, queries.length) as { [K in keyof R]: QueryResult<R[K]> }
   } catch (err) {
     const clean = ended !== null && keepAfter(err) && await ended.then(() => true, () => false)
-    client.off('error', ignoreClientError)
     client.release(clean ? undefined : err as Error)
     throw err
   }

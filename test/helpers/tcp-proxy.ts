@@ -1,7 +1,8 @@
 /**
  * A TCP proxy between the service and PostgreSQL, to break the network under a running service
  * with real sockets: `cut()` (connections reset, new ones refused), `blackhole()` (every byte
- * swallowed, nothing refused), `restore()`, and `retarget()` (to another server). Between a
+ * swallowed, nothing refused), `restore()`, `retarget()` (to another server), and
+ * `terminateAsReady()` (each new session ended by the server as it starts). Between a
  * client and the service, `sent` shows what clients wrote on the wire (with `recordSent` on). Everything it opened
  * is closed when the test ends.
  */
@@ -9,7 +10,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net'
 import type { Test } from 'tap'
 import { withTimeout } from './wait.js'
 
-export type ProxyMode = 'forward' | 'cut' | 'blackhole' | 'closed'
+export type ProxyMode = 'forward' | 'cut' | 'blackhole' | 'terminate-as-ready' | 'closed'
 
 /** How long the proxy may take to listen or to close its sockets. */
 const SOCKET_TIMEOUT = 5000
@@ -23,6 +24,33 @@ interface Link {
    * longer carries the protocol and cannot be forwarded again (TCP never drops bytes silently).
    */
   broken: boolean
+  /** What PostgreSQL sent before its first ReadyForQuery, held while the link ends the session there. */
+  startup: Buffer | null
+}
+
+/**
+ * The ErrorResponse with which PostgreSQL ends a session that `pg_terminate_backend` ended:
+ * severity FATAL, SQLSTATE 57P01 (admin_shutdown), then it closes the connection.
+ */
+const TERMINATED = errorResponse({ S: 'FATAL', V: 'FATAL', C: '57P01', M: 'terminating connection due to administrator command' })
+
+function errorResponse (fields: Record<string, string>): Buffer {
+  const body = Buffer.concat([...Object.entries(fields).map(([code, text]) => Buffer.from(`${code}${text}\0`)), Buffer.from([0])])
+  const header = Buffer.alloc(5)
+  header.write('E', 0, 'latin1')
+  header.writeInt32BE(4 + body.length, 1)
+  return Buffer.concat([header, body])
+}
+
+/** The end of the first ReadyForQuery ('Z') message in `bytes`, a stream of whole or partial messages; -1 while none is complete. */
+function endOfReadyForQuery (bytes: Buffer): number {
+  for (let at = 0; at + 5 <= bytes.length;) {
+    const end = at + 1 + bytes.readInt32BE(at + 1)
+    if (end > bytes.length) return -1
+    if (bytes[at] === 0x5a) return end
+    at = end
+  }
+  return -1
 }
 
 export class TcpProxy {
@@ -112,6 +140,19 @@ export class TcpProxy {
     this.targetPort = targetPort
   }
 
+  /**
+   * Resets every open connection; each new one is forwarded until PostgreSQL says it is ready
+   * for its first query, and its client then gets that ReadyForQuery and the FATAL error of a
+   * terminated backend in one write, and the end of the connection: as when a session is
+   * terminated the moment it has started. `restore()` forwards again.
+   */
+  async terminateAsReady (): Promise<void> {
+    this.#assertOpen()
+    await this.#destroyLinks(() => true)
+    this.mode = 'terminate-as-ready'
+    if (!this.listening) await listen(this.#server, this.port)
+  }
+
   /** Stops listening and destroys every socket. */
   async close (): Promise<void> {
     if (this.mode === 'closed') return
@@ -137,14 +178,14 @@ export class TcpProxy {
       downstream.destroy()
       return
     }
-    const link: Link = { downstream, upstream: null, broken: false }
+    const link: Link = { downstream, upstream: null, broken: false, startup: this.mode === 'terminate-as-ready' ? Buffer.alloc(0) : null }
     this.#links.add(link)
     downstream.once('close', () => {
       // The service closed it: whatever the mode, no reason to keep a backend busy
       link.upstream?.destroy()
       this.#links.delete(link)
     })
-    if (this.mode === 'forward') {
+    if (this.mode === 'forward' || this.mode === 'terminate-as-ready') {
       const upstream = connect({ host: this.targetHost, port: this.targetPort, allowHalfOpen: true })
       link.upstream = upstream
       this.#track(upstream)
@@ -163,7 +204,8 @@ export class TcpProxy {
   /** Carries `from`'s bytes and FIN to `to` while forwarding, swallows them while blackholed. */
   #pipe (link: Link, from: Socket, to: Socket) {
     from.on('data', (chunk: Buffer) => {
-      if (this.mode !== 'forward' || link.broken) {
+      if (link.startup !== null && from === link.upstream) return this.#endAtReady(link, chunk)
+      if ((this.mode !== 'forward' && link.startup === null) || link.broken) {
         this.#swallow(link, chunk)
         return
       }
@@ -177,6 +219,20 @@ export class TcpProxy {
       if (this.mode === 'forward' && !link.broken) to.end()
       else link.broken = true
     })
+  }
+
+  /** Holds PostgreSQL's start-up messages until its first ReadyForQuery, then ends the session there. */
+  #endAtReady (link: Link, chunk: Buffer) {
+    const held = Buffer.concat([link.startup!, chunk])
+    const end = endOfReadyForQuery(held)
+    if (end === -1) {
+      link.startup = held
+      return
+    }
+    link.startup = null
+    link.broken = true
+    // One write, so that the client reads both in one go; the backend goes once it is sent
+    link.downstream.end(Buffer.concat([held.subarray(0, end), TERMINATED]), () => link.upstream?.destroy())
   }
 
   #swallow (link: Link, chunk: Buffer) {

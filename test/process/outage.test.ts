@@ -1,9 +1,10 @@
 /**
  * The database failing under a running service, started exactly as `npm start` starts it (so
  * `npm run build` must have run). The service reaches PostgreSQL through a TCP proxy
- * (test/helpers/tcp-proxy.ts) that cuts or blackholes the network, or directly while its backends are
- * terminated. Requests that need the database must answer the 503 envelope within 5 s, the
- * others must not notice, the process must stay up, and service must resume without a restart.
+ * (test/helpers/tcp-proxy.ts) that cuts or blackholes the network or ends each session as it
+ * starts, or directly while its backends are terminated. Requests that need the database must
+ * answer the 503 envelope within 5 s, the others must not notice, the process must stay up, and
+ * service must resume without a restart.
  */
 import { isDeepStrictEqual } from 'node:util'
 import t, { type Test } from 'tap'
@@ -278,6 +279,30 @@ t.test('database blackholed (bytes swallowed, nothing refused): 503 within the b
   await proxy.close()
   t.equal(proxy.openSockets, 0, 'the proxy leaves no socket open')
   t.equal(await probe(proxy.port), 'refused', 'nor a listener')
+})
+
+t.test('sessions terminated the moment they start: 503 within 5 s, the process survives, then service resumes', { skip: NEEDS_SERVER }, async (t) => {
+  const dbUrl = await createDatabase(t)
+  const proxy = await TcpProxy.start(t, Number(new URL(dbUrl).port || 5432))
+  const proxied = new URL(dbUrl)
+  proxied.port = String(proxy.port)
+  const service = await startService(t, testEnv(proxied.toString()))
+  const token = await service.token()
+
+  // Each connection the pool opens now gets its ReadyForQuery and the FATAL error of a
+  // terminated backend in one read: the driver hands the new client over before it reads the
+  // error, which a listener added once the client is checked out does not hear
+  await proxy.terminateAsReady()
+  const accepted = proxy.accepted
+  const terminated: Outcome[] = []
+  for (const call of databaseCalls(token)) terminated.push(await timed(service, call))
+  t.ok(proxy.accepted > accepted, `precondition: the service opened new connections (${proxy.accepted - accepted})`)
+  assertUnavailable(t, terminated, DATABASE_BOUND, 'sessions terminated as they start')
+  t.equal(service.exit, null, 'the process is still running')
+
+  await proxy.restore()
+  await assertRecovers(t, service, token, [])
+  t.equal(service.exit, null, 'the process has not exited')
 })
 
 t.test('backends terminated under load: only 200 or the 503 envelope, the process survives, then 200', { skip: NEEDS_SERVER }, async (t) => {
