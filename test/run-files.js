@@ -1,10 +1,13 @@
 /**
  * `node test/run-files.js [--jobs=N] <glob>...`: the tiers' runner. Runs each test file that the
  * globs match, in the order the globs come (each glob's files in the order of their paths; a file
- * once), as a plain `node --enable-source-maps <file>` of its own, N at once, and prints each file's TAP as one subtest once the file has ended (files side by
- * side never interleave), then `1..<files>`. Exits non-zero when a file failed: a failed test, an
- * exit other than 0, or a file that overran its time (package.json's `tap.timeout`, which each
- * file's tap enforces itself; this runner ends a file that still runs a minute later).
+ * once), as a plain `node --enable-source-maps <file>` of its own, N at once, and prints each
+ * file's TAP as one subtest once the file has ended (files side by side never interleave),
+ * followed by a comment of the CPU time it took (`# cpu <s> s <wall> s <file>`: the file's
+ * process and the processes it started and waited for, such as its services), then
+ * `1..<files>`. Exits non-zero when a file failed: a failed test, an exit other than 0, or a
+ * file that overran its time (package.json's `tap.timeout`, which each file's tap enforces
+ * itself; this runner ends a file that still runs a minute later).
  *
  * Not tap's own runner: it loads its process-info hook into every test file (a module loader
  * thread that sees and records every module the file loads, for coverage and `tap --changed`,
@@ -47,6 +50,12 @@ function runFile (file) {
     let output = ''
     child.stdout.setEncoding('utf8')
     child.stdout.on('data', (chunk) => { output += chunk })
+    let cpu = 0
+    child.on('exit', () => {
+      const now = childrenCpuSeconds()
+      cpu = now - reapedCpu
+      reapedCpu = now
+    })
     let overran = false
     const overrun = setTimeout(() => {
       overran = true
@@ -56,10 +65,22 @@ function runFile (file) {
     }, TIMEOUT_SECONDS * 1000 + GRACE_MS)
     child.on('close', (code, signal) => {
       clearTimeout(overrun)
-      resolve({ file, output, code, signal, overran, ms: performance.now() - started })
+      resolve({ file, output, code, signal, overran, ms: performance.now() - started, cpu })
     })
   })
 }
+
+/**
+ * CPU seconds of this runner's children that have ended, and of the processes they waited for
+ * (the kernel adds a child's to its parent's when the parent reaps it). Read as each file ends,
+ * the difference is that file's.
+ */
+function childrenCpuSeconds () {
+  const fields = readFileSync('/proc/self/stat', 'utf8').replace(/^.*\) /s, '').split(' ')
+  return (Number(fields[13]) + Number(fields[14])) / 100
+}
+
+let reapedCpu = childrenCpuSeconds()
 
 /** Whether the file's TAP says a test failed: a `not ok` at its top level. */
 const failedInOutput = (output) => /^not ok /m.test(output)
@@ -70,12 +91,12 @@ let failed = 0
 console.log('TAP version 14')
 async function worker () {
   while (next < files.length) {
-    const { file, output, code, signal, overran, ms } = await runFile(files[next++])
+    const { file, output, code, signal, overran, ms, cpu } = await runFile(files[next++])
     const ok = code === 0 && !failedInOutput(output)
     if (!ok) failed++
     const body = output.replace(/^TAP version \d+\n/, '').replace(/\n$/, '').split('\n').map((line) => line === '' ? '' : `    ${line}`).join('\n')
     const why = overran ? `ran past ${TIMEOUT_SECONDS} s and was ended` : code !== 0 ? `exited ${code ?? signal}` : ''
-    console.log(`# Subtest: ${file}\n${body}\n${why === '' ? '' : `# ${file} ${why}\n`}${ok ? 'ok' : 'not ok'} ${++reported} - ${file} # time=${ms.toFixed(3)}ms\n`)
+    console.log(`# Subtest: ${file}\n${body}\n${why === '' ? '' : `# ${file} ${why}\n`}${ok ? 'ok' : 'not ok'} ${++reported} - ${file} # time=${ms.toFixed(3)}ms\n# cpu ${cpu.toFixed(2)} s ${(ms / 1000).toFixed(1)} s ${file}\n`)
   }
 }
 await Promise.all(Array.from({ length: Math.min(jobs, files.length) }, worker))
