@@ -59,6 +59,25 @@ async function client () {
 `
 
 /**
+ * Posts `message` to `worker`: its answer, or its error. Neither listener outlives the answer, so
+ * a test may ask as often as it polls.
+ */
+function askWorker<T> (worker: Worker, message: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const answered = (answer: T) => {
+      worker.off('error', failed)
+      resolve(answer)
+    }
+    const failed = (err: Error) => {
+      worker.off('message', answered)
+      reject(err)
+    }
+    worker.once('message', answered).once('error', failed)
+    worker.postMessage(message)
+  })
+}
+
+/**
  * GET /book/<id> for ids 1 to `books`, on `connections` keep-alive connections at once, each
  * sending its next request as its last is answered, from the time `start()` is called until
  * `stop()`; start and stop again as often as needed.
@@ -67,13 +86,7 @@ export function startPointReads (url: string, token: string, { connections, book
   const worker = new Worker(POINT_READS, { eval: true, workerData: { url, token, connections, books } })
   return {
     start () { worker.postMessage('start') },
-    stop (): Promise<PointReads> {
-      return new Promise((resolve, reject) => {
-        worker.once('message', resolve)
-        worker.once('error', reject)
-        worker.postMessage('stop')
-      })
-    },
+    stop: () => askWorker<PointReads>(worker, 'stop'),
     close: () => worker.terminate()
   }
 }
@@ -140,11 +153,7 @@ parentPort.on('message', (message) => {
  */
 export function startFeeds (url: string, token: string, { feeds, lastEventId, localAddress }: { feeds: number, lastEventId: string, localAddress: string }) {
   const worker = new Worker(FEEDS, { eval: true, workerData: { url, token, lastEventId, feeds, localAddress } })
-  const ask = (message: string) => new Promise<FeedProgress[]>((resolve, reject) => {
-    worker.once('message', resolve)
-    worker.once('error', reject)
-    worker.postMessage(message)
-  })
+  const ask = (message: string) => askWorker<FeedProgress[]>(worker, message)
   let closed: Promise<void> | undefined
   return {
     progress: () => ask('progress'),
