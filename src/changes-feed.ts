@@ -1,9 +1,10 @@
 /**
  * The feed of changes of one instance, that GET /books/changes sends (routes/changes.ts;
- * docs/api.md, Live changes), on the change log it is given (`ChangeLog`: plugins/app/change-log.ts
- * in production): plugins/app/changes-feed.ts wires it, test/unit/changes-feed.test.ts drives it
- * on a log in memory and a clock of its own. Each client's feed is a `Subscription`
- * (src/changes-subscription.ts: its catch-up, its token's expiry, a client that takes too little).
+ * docs/api.md, Live changes), on the change log it is given (`ChangeLog`, src/changes.ts:
+ * plugins/app/change-log.ts in production): plugins/app/changes-feed.ts wires it,
+ * test/unit/changes-feed.test.ts drives it on a log in memory and a clock of its own. Each
+ * client's feed is a `Subscription` (src/changes-subscription.ts: its catch-up, its token's
+ * expiry, a client that takes too little).
  *
  * - One reader while the instance has feeds open: every POLL_MS it places the committed changes
  *   in the feed's order, reads those after the last it has sent (`readChanges`) and hands them to
@@ -21,7 +22,7 @@
  */
 import type { Readable } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
-import { KEEP_ALIVE, event, feedStart, reset, type Change, type ChangeIds } from './changes.js'
+import { KEEP_ALIVE, event, feedStart, reset, type Change, type ChangeIds, type ChangeLog } from './changes.js'
 import type { CatchUpScheduler } from './catch-up-scheduler.js'
 import { CatchUpTexts } from './catch-up-texts.js'
 import { Subscription, type CatchUpSource, type FeedResponse, type QueryLimiter } from './changes-subscription.js'
@@ -47,24 +48,6 @@ export const PLACE_BATCH = 10_000
 const RECENT_CHANGES = 10_000
 /** Between two comments on every feed: below SEND_TIMEOUT_MS's minimum (10 s), which would cut an idle feed. */
 export const KEEP_ALIVE_MS = 5000
-
-/** The change log, as the feed reads, places and prunes it. */
-export interface ChangeLog {
-  /**
-   * Gives the committed changes not yet placed in the feed their positions (up to `limit`, the
-   * oldest first), then answers up to `limit` changes after `position` and the last position
-   * given, placed by this instance or another.
-   */
-  readChanges (position: number, limit: number): Promise<{ changes: Change[], last: number }>
-  /** Up to `limit` changes after `position`, in the feed's order. */
-  changesAfter (position: number, limit: number): Promise<Change[]>
-  /** The first and last positions the log still keeps; 0 and 0 before the first change. */
-  changesKept (): Promise<{ first: number, last: number }>
-  /** Gives up to `limit` committed changes not yet placed their positions; answers how many. */
-  placeChanges (limit: number): Promise<number>
-  /** Removes up to `limit` of the oldest changes older than `keepSeconds` and not among the last `keepCount`; answers how many. */
-  pruneChanges (keepSeconds: number, keepCount: number, limit: number): Promise<number>
-}
 
 export interface ChangesFeedOptions {
   changeLog: ChangeLog

@@ -1,9 +1,9 @@
 /**
  * The feed of changes, as its clients see it (docs/api.md, Live changes): the change ids, signed
  * so that a `Last-Event-ID` this service never issued is refused, and the text of its events in
- * the WHATWG server-sent events format, and a change as the feed reads it. The feed itself is
- * src/changes-feed.ts and src/changes-subscription.ts; the log it reads, src/db/migrations.ts
- * (version 15).
+ * the WHATWG server-sent events format, a change as the feed reads it, and the log as the feed
+ * uses it (`ChangeLog`). The feed itself is src/changes-feed.ts and src/changes-subscription.ts;
+ * the log it reads, src/db/migrations.ts (version 15).
  */
 import { createHmac, timingSafeEqual } from 'node:crypto'
 
@@ -77,3 +77,21 @@ export const reset = (id: string) => event('reset', '{}', id)
 
 /** Sent as the token expires, the last event of the feed: no id, so the client resumes from the last. */
 export const TOKEN_EXPIRED = event('token-expired', '{}')
+
+/** The change log, as the feed reads, places and prunes it. */
+export interface ChangeLog {
+  /**
+   * Gives the committed changes not yet placed in the feed their positions (up to `limit`, the
+   * oldest first), then answers up to `limit` changes after `position` and the last position
+   * given, placed by this instance or another.
+   */
+  readChanges (position: number, limit: number): Promise<{ changes: Change[], last: number }>
+  /** Up to `limit` changes after `position`, in the feed's order. */
+  changesAfter (position: number, limit: number): Promise<Change[]>
+  /** The first and last positions the log still keeps; 0 and 0 before the first change. */
+  changesKept (): Promise<{ first: number, last: number }>
+  /** Gives up to `limit` committed changes not yet placed their positions; answers how many. */
+  placeChanges (limit: number): Promise<number>
+  /** Removes up to `limit` of the oldest changes older than `keepSeconds` and not among the last `keepCount`; answers how many. */
+  pruneChanges (keepSeconds: number, keepCount: number, limit: number): Promise<number>
+}

@@ -1,7 +1,7 @@
 /**
  * Adds `fastify.changeLog`, made by `createChangeLog` (below) on the pool of @fastify/postgres
  * once migrate has brought the tables up to date: the log of the books' changes that the feed
- * reads (src/changes-feed.ts, `ChangeLog`). The books' writes record their changes in it, in the
+ * reads (`ChangeLog`, src/changes.ts). The books' writes record their changes in it, in the
  * statements that make them (src/db/books-sql.ts); here they are placed in the feed's order,
  * read and pruned.
  */

@@ -8,10 +8,9 @@
 import type { Readable } from 'node:stream'
 import { PassThrough } from 'node:stream'
 import t, { type Test } from 'tap'
-import { changeIds, type Change } from '../../src/changes.js'
+import { changeIds, type Change, type ChangeLog } from '../../src/changes.js'
 import {
-  CHANGES_KEPT_COUNT, CHANGES_KEPT_HOURS, ChangesFeed, KEEP_ALIVE_MS, PLACE_BATCH, POLL_BATCH, POLL_MS, POLL_RETRY_MS,
-  type ChangeLog
+  CHANGES_KEPT_COUNT, CHANGES_KEPT_HOURS, ChangesFeed, KEEP_ALIVE_MS, PLACE_BATCH, POLL_BATCH, POLL_MS, POLL_RETRY_MS
 } from '../../src/changes-feed.js'
 import { CATCH_UP_PAGE, MAX_PENDING_BYTES, type QueryLimiter } from '../../src/changes-subscription.js'
 import { CatchUpScheduler } from '../../src/catch-up-scheduler.js'
