@@ -154,17 +154,22 @@ async function assertRecovers (t: Test, service: Service, token: string, books: 
   t.equal(service.exit, null, 'no restart was needed')
 }
 
-/**
- * A service whose DB_URL points at a proxy in front of a fresh database, with one book (id 1)
- * and a warm pool: several idle connections that the fault will catch open.
- */
-async function serviceBehindProxy (t: Test) {
+/** A service whose DB_URL points at a proxy in front of a fresh database, and a token. */
+async function serviceThroughProxy (t: Test) {
   const dbUrl = await createDatabase(t)
   const proxy = await TcpProxy.start(t, Number(new URL(dbUrl).port || 5432))
   const proxied = new URL(dbUrl)
   proxied.port = String(proxy.port)
   const service = await startService(t, testEnv(proxied.toString()))
-  const token = await service.token()
+  return { dbUrl, proxy, service, token: await service.token() }
+}
+
+/**
+ * `serviceThroughProxy`, with one book (id 1) and a warm pool: several idle connections that the
+ * fault will catch open.
+ */
+async function serviceBehindProxy (t: Test) {
+  const { dbUrl, proxy, service, token } = await serviceThroughProxy(t)
   const created = await service.request('POST', '/book', { token, body: BOOK })
   t.equal(created.status, 201, `POST /book: ${created.text}`)
   const book = (created.body as { data: unknown }).data
@@ -282,12 +287,7 @@ t.test('database blackholed (bytes swallowed, nothing refused): 503 within the b
 })
 
 t.test('sessions terminated the moment they start: 503 within 5 s, the process survives, then service resumes', { skip: NEEDS_SERVER }, async (t) => {
-  const dbUrl = await createDatabase(t)
-  const proxy = await TcpProxy.start(t, Number(new URL(dbUrl).port || 5432))
-  const proxied = new URL(dbUrl)
-  proxied.port = String(proxy.port)
-  const service = await startService(t, testEnv(proxied.toString()))
-  const token = await service.token()
+  const { proxy, service, token } = await serviceThroughProxy(t)
 
   // Each connection the pool opens now gets its ReadyForQuery and the FATAL error of a
   // terminated backend in one read: the driver hands the new client over before it reads the
