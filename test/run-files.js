@@ -73,7 +73,8 @@ function runFile (file) {
 /**
  * CPU seconds of this runner's children that have ended, and of the processes they waited for
  * (the kernel adds a child's to its parent's when the parent reaps it). Read as each file ends,
- * the difference is that file's.
+ * the difference is that file's; two files that end in the same instant are reaped together, and
+ * the first of them is then given both.
  */
 function childrenCpuSeconds () {
   const fields = readFileSync('/proc/self/stat', 'utf8').replace(/^.*\) /s, '').split(' ')

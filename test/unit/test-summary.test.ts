@@ -24,6 +24,8 @@ t.test('the summary names each failure and skip by file and test, with the count
   const { code, stdout } = await runTests('test/fixtures/summary.test.ts')
   const summary = stdout.slice(stdout.indexOf('\n=== summary ===\n'))
   t.equal(code, 1, 'a failed test fails the run')
+  t.match(stdout, /\nnot ok 1 - \.test-build\/test\/fixtures\/summary\.test\.js # time=[\d.]+ms\n# cpu \d+\.\d\d s \d+\.\d s \.test-build\/test\/fixtures\/summary\.test\.js\n/,
+    'the file\'s result, then the CPU time it took')
   t.match(summary, /\ntest:files +\d+\.\d s {2}FAILED \(exit 1\): 1 passed, 1 failed, 1 skipped\n/, 'the run\'s time and outcome')
   t.match(summary, /\nall tiers +\d+\.\d s\n/, 'the total time')
   t.match(summary, '\nFailed (1):\n  test/fixtures/summary.test.ts: fails when asked > a failure on purpose\n', 'the failure, by its TypeScript file')
