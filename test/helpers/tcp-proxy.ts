@@ -201,7 +201,11 @@ export class TcpProxy {
     }
   }
 
-  /** Carries `from`'s bytes and FIN to `to` while forwarding, swallows them while blackholed. */
+  /**
+   * Carries `from`'s bytes and FIN to `to` while forwarding, swallows them while blackholed; a
+   * link accepted to end its session as it starts forwards the client's start-up and holds
+   * PostgreSQL's (`#endAtReady`), and swallows what comes after.
+   */
   #pipe (link: Link, from: Socket, to: Socket) {
     from.on('data', (chunk: Buffer) => {
       if (link.startup !== null && from === link.upstream) return this.#endAtReady(link, chunk)
