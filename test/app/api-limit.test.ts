@@ -14,7 +14,7 @@ import t from 'tap'
 import { API_POLICY } from '../../plugins/app/api-limit.js'
 import { TokenPolicy } from '../../routes/token.js'
 import { build, getToken, USERNAME } from '../helper.js'
-import { createDatabase, NEEDS_SERVER, serviceSessionsOnLock, waitForSessionsOnLock } from '../helpers/database.js'
+import { createDatabase, NEEDS_SERVER, serviceSessionsOnLock, STORE_INDEPENDENT, waitForSessionsOnLock } from '../helpers/database.js'
 import { withTimeout } from '../helpers/wait.js'
 
 const BOOK = { title: 'Dune', author: 'Frank Herbert', year: 1965 }
@@ -40,7 +40,7 @@ function limitedRequest (app: FastifyInstance, token: string, remoteAddress: str
   return (options: InjectOptions) => app.inject({ ...options, remoteAddress, headers: { authorization: token, ...options.headers } })
 }
 
-t.test('without API_RATE_LIMIT the book routes carry no RateLimit fields and are not limited', async (t) => {
+t.test('without API_RATE_LIMIT the book routes carry no RateLimit fields and are not limited', { skip: STORE_INDEPENDENT }, async (t) => {
   const dbUrl = await createDatabase(t)
   const app = await build(t, dbUrl)
   const token = await getToken(app)
@@ -53,7 +53,7 @@ t.test('without API_RATE_LIMIT the book routes carry no RateLimit fields and are
   t.strictSame(await documented429(app), ['createToken'], 'the OpenAPI document lists 429 for POST /token alone')
 })
 
-t.test('API_RATE_LIMIT counts every book route and the feed together, per address; past it 429 with Retry-After', async (t) => {
+t.test('API_RATE_LIMIT counts every book route and the feed together, per address; past it 429 with Retry-After', { skip: STORE_INDEPENDENT }, async (t) => {
   const dbUrl = await createDatabase(t)
   const app = await build(t, dbUrl, { API_RATE_LIMIT: '8' })
   const token = await getToken(app)
@@ -113,7 +113,7 @@ t.test('API_RATE_LIMIT counts every book route and the feed together, per addres
   t.equal(token2.statusCode, 401, 'POST /token has limits of its own')
 })
 
-t.test('behind a trusted proxy the address is the one X-Forwarded-For gives', async (t) => {
+t.test('behind a trusted proxy the address is the one X-Forwarded-For gives', { skip: STORE_INDEPENDENT }, async (t) => {
   const dbUrl = await createDatabase(t)
   const app = await build(t, dbUrl, { API_RATE_LIMIT: '2' }, { trustProxy: true })
   const token = await getToken(app)
@@ -133,7 +133,7 @@ async function listening (app: FastifyInstance): Promise<number> {
   return (app.server.address() as AddressInfo).port
 }
 
-t.test('a limited client\'s POST /book is answered 429 before its body is read: a body that never ends still gets it', async (t) => {
+t.test('a limited client\'s POST /book is answered 429 before its body is read: a body that never ends still gets it', { skip: STORE_INDEPENDENT }, async (t) => {
   const dbUrl = await createDatabase(t)
   const app = await build(t, dbUrl, { API_RATE_LIMIT: '1' })
   const token = await getToken(app)
@@ -159,7 +159,7 @@ t.test('a limited client\'s POST /book is answered 429 before its body is read: 
   t.equal(socket.destroyed, false, 'the client is still sending its body')
 })
 
-t.test('a limited client makes no query: its requests are answered while the books table is locked', { skip: NEEDS_SERVER }, async (t) => {
+t.test('a limited client makes no query: its requests are answered while the books table is locked', { skip: STORE_INDEPENDENT || NEEDS_SERVER }, async (t) => {
   const dbUrl = await createDatabase(t)
   const app = await build(t, dbUrl, { API_RATE_LIMIT: '2' })
   const token = await getToken(app)
@@ -191,7 +191,7 @@ t.test('a limited client makes no query: its requests are answered while the boo
   t.equal((await waiting).statusCode, 200)
 })
 
-t.test('POST /token carries RateLimit-Policy and RateLimit with its two limits, each named', async (t) => {
+t.test('POST /token carries RateLimit-Policy and RateLimit with its two limits, each named', { skip: STORE_INDEPENDENT }, async (t) => {
   const app = await build(t, undefined, { TOKEN_RATE_LIMIT: '4', TOKEN_USERNAME_RATE_LIMIT: '2' })
   const username = `guessed-${Math.random()}`
   const attempt = (payload: unknown = { username, password: 'wrong' }) =>

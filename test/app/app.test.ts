@@ -5,9 +5,9 @@
  */
 import t from 'tap'
 import { build, PASSWORD, SECRET } from '../helper.js'
-import { createDatabase } from '../helpers/database.js'
+import { createDatabase, STORE_INDEPENDENT } from '../helpers/database.js'
 
-t.test('the app\'s decorators are visible on the root instance', async (t) => {
+t.test('the app\'s decorators are visible on the root instance', { skip: STORE_INDEPENDENT }, async (t) => {
   const app = await build(t)
   for (const name of ['config', 'pg', 'sqlDialect', 'readBudget', 'booksRepository', 'listingsRepository', 'changeLog', 'idempotencyKeys', 'metrics', 'jwt', 'authenticate', 'isClosing']) {
     t.ok(app.hasDecorator(name), `app.${name}`)
@@ -17,7 +17,7 @@ t.test('the app\'s decorators are visible on the root instance', async (t) => {
   t.equal(app.isClosing(), false, 'not closing while running')
 })
 
-t.test('two builds in one process each read their own configuration; the environment is untouched', async (t) => {
+t.test('two builds in one process each read their own configuration; the environment is untouched', { skip: STORE_INDEPENDENT }, async (t) => {
   const environmentBefore = { ...process.env }
   const dbUrl = await createDatabase(t)
   const first = await build(t, dbUrl, { TOKEN_RATE_LIMIT: '7', CORS_ORIGINS: 'https://a.example' })
@@ -34,7 +34,7 @@ t.test('two builds in one process each read their own configuration; the environ
   t.strictSame({ ...process.env }, environmentBefore, 'building wrote nothing into process.env')
 })
 
-t.test('a build does not read the process environment', async (t) => {
+t.test('a build does not read the process environment', { skip: STORE_INDEPENDENT }, async (t) => {
   // A variable the test configuration does not set: were the environment read, the build would see it
   process.env.CORS_ORIGINS = 'https://from-the-environment.example'
   t.teardown(() => { delete process.env.CORS_ORIGINS })
@@ -42,7 +42,7 @@ t.test('a build does not read the process environment', async (t) => {
   t.equal(app.config.CORS_ORIGINS, '', 'the default, not the environment\'s value')
 })
 
-t.test('the logger censors secrets should a line ever carry them', async (t) => {
+t.test('the logger censors secrets should a line ever carry them', { skip: STORE_INDEPENDENT }, async (t) => {
   const lines: string[] = []
   const stream = { write: (line: string) => { lines.push(line) } }
   const app = await build(t, undefined, {}, { logger: { level: 'info', stream } })

@@ -401,21 +401,6 @@ t.test('the feed sends one create per imported book, in id order', async (t) => 
   t.strictSame(changes.map((c) => c.book), data, 'each book once, in id order')
 })
 
-t.test('a sender that stops halfway is cut off by the request timeout, and nothing of it is stored', { skip: STORE_INDEPENDENT }, async (t) => {
-  const setup = await setUp(t)
-  const port = await listening(setup)
-  const body = csvOf(books(2000, 'Stopped'))
-  const held = await holdRequest(port, `POST /books HTTP/1.1\r\nHost: x\r\nAuthorization: ${setup.token}\r\nContent-Type: text/csv\r\n` +
-    `Content-Length: ${Buffer.byteLength(body)}`, body.slice(0, body.length / 2))
-  t.teardown(() => held.destroy())
-  // The body's deadline (src/request-deadline.ts) ends it, not the client
-  await held.closed
-  t.match(held.received(), /^HTTP\/1\.1 408 /, 'answered 408')
-  await noSpoolLeft()
-  t.strictSame(await storedBooks(setup.db), [], 'nothing stored')
-  t.strictSame(await storedChanges(setup.db), [], 'nothing in the log')
-})
-
 /**
  * `body` sent on a raw socket after `head`, `chunkBytes` every `everyMs`, until it is all sent or
  * the server closes the connection; when that came, from the first byte.
@@ -440,42 +425,64 @@ function pacedRequest (port: number, head: string, body: string, chunkBytes: num
   return { received: () => Buffer.concat(chunks).toString('utf8'), closedAfter, destroy: () => socket.destroy() }
 }
 
-t.test('an import\'s body may outlast the request timeout while it comes at 64 KiB/s or faster', { skip: STORE_INDEPENDENT }, async (t) => {
-  const setup = await setUp(t)
-  const port = await listening(setup)
-  const head = `POST /books HTTP/1.1\r\nHost: x\r\nAuthorization: ${setup.token}\r\nContent-Type: text/csv\r\n` +
-    'Prefer: return=minimal\r\nConnection: close'
-  const steadyBody = csvOf(books(60_000, 'Steady'))
-  t.ok(steadyBody.length > 12 * 128 * 1024, `precondition: ${steadyBody.length} bytes take the steady sender over 12 s`)
-  // Side by side: 32 KiB every 250 ms (128 KiB/s, twice the rate) for over 12 s; 2 KiB every 250 ms (8 KiB/s)
-  const steady = pacedRequest(port, head, steadyBody, 32 * 1024, 250)
-  const trickling = pacedRequest(port, head, csvOf(books(60_000, 'Trickling')), 2 * 1024, 250)
-  t.teardown(() => { steady.destroy(); trickling.destroy() })
+/**
+ * The deadlines of an import's body and of its transaction, side by side: each test waits most of
+ * its time, on timeouts of 10 s and more, on a database and an app of its own. The spools are the
+ * process's, so that none is left open is checked once all three have ended.
+ */
+t.test('the deadlines of an import', { skip: STORE_INDEPENDENT, jobs: 3 }, async (t) => {
+  await Promise.all([
+    t.test('a sender that stops halfway is cut off by the request timeout, and nothing of it is stored', async (t) => {
+      const setup = await setUp(t)
+      const port = await listening(setup)
+      const body = csvOf(books(2000, 'Stopped'))
+      const held = await holdRequest(port, `POST /books HTTP/1.1\r\nHost: x\r\nAuthorization: ${setup.token}\r\nContent-Type: text/csv\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}`, body.slice(0, body.length / 2))
+      t.teardown(() => held.destroy())
+      // The body's deadline (src/request-deadline.ts) ends it, not the client
+      await held.closed
+      t.match(held.received(), /^HTTP\/1\.1 408 /, 'answered 408')
+      t.strictSame(await storedBooks(setup.db), [], 'nothing stored')
+      t.strictSame(await storedChanges(setup.db), [], 'nothing in the log')
+    }),
+    t.test('an import\'s body may outlast the request timeout while it comes at 64 KiB/s or faster', async (t) => {
+      const setup = await setUp(t)
+      const port = await listening(setup)
+      const head = `POST /books HTTP/1.1\r\nHost: x\r\nAuthorization: ${setup.token}\r\nContent-Type: text/csv\r\n` +
+        'Prefer: return=minimal\r\nConnection: close'
+      const steadyBody = csvOf(books(60_000, 'Steady'))
+      t.ok(steadyBody.length > 12 * 128 * 1024, `precondition: ${steadyBody.length} bytes take the steady sender over 12 s`)
+      // Side by side: 32 KiB every 250 ms (128 KiB/s, twice the rate) for over 12 s; 2 KiB every 250 ms (8 KiB/s)
+      const steady = pacedRequest(port, head, steadyBody, 32 * 1024, 250)
+      const trickling = pacedRequest(port, head, csvOf(books(60_000, 'Trickling')), 2 * 1024, 250)
+      t.teardown(() => { steady.destroy(); trickling.destroy() })
 
-  const [steadyMs, tricklingMs] = await Promise.all([steady.closedAfter, trickling.closedAfter])
-  t.comment(`the steady sender answered after ${(steadyMs / 1000).toFixed(1)} s, the trickling one cut off after ${(tricklingMs / 1000).toFixed(1)} s`)
-  t.ok(steadyMs > 12_000, 'the steady sender took longer than the request timeout')
-  t.match(steady.received(), /^HTTP\/1\.1 201 [^]*"data":\{"count":60000\}\}$/, 'the steady sender\'s books are stored')
-  t.match(trickling.received(), /^HTTP\/1\.1 408 /, 'the trickling sender is answered 408')
-  // Its deadline: 10 s and an eighth of a second for each second sent at 8 KiB/s, checked each second
-  t.ok(tricklingMs > 10_000 && tricklingMs < 16_000, 'about 10 s after its sending fell behind')
-  await noSpoolLeft()
-  const stored = await storedBooks(setup.db)
-  t.equal(stored.length, 60_000, 'the steady import alone is stored')
-  t.ok(stored.every(({ title }) => title.startsWith('Steady')), 'nothing of the trickling one')
-})
-
-t.test('a transaction longer than the send timeout is not cut off: each chunk stored is activity', { skip: STORE_INDEPENDENT }, async (t) => {
-  const setup = await setUp(t, { SEND_TIMEOUT_MS: '10000' })
-  const port = await listening(setup)
-  // Each statement into books waits 1.5 s, well within the 3 s statement bound: eight chunks of books
-  // are 12 s without a byte to the client
-  await setup.db.query(`CREATE FUNCTION slow_insert () RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1.5); RETURN NULL; END $$;
-    CREATE TRIGGER slow_insert AFTER INSERT ON books FOR EACH STATEMENT EXECUTE FUNCTION slow_insert()`)
-  const body = csvOf(books(8 * 5000, 'Slow'))
-  const answer = await holdRequest(port, `POST /books HTTP/1.1\r\nHost: x\r\nAuthorization: ${setup.token}\r\nContent-Type: text/csv\r\n` +
-    `Prefer: return=minimal\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}`, body)
-  await answer.closed
-  t.match(answer.received(), /^HTTP\/1\.1 201 /, 'answered')
-  t.match(answer.received(), /"data":\{"count":40000\}\}$/)
+      const [steadyMs, tricklingMs] = await Promise.all([steady.closedAfter, trickling.closedAfter])
+      t.comment(`the steady sender answered after ${(steadyMs / 1000).toFixed(1)} s, the trickling one cut off after ${(tricklingMs / 1000).toFixed(1)} s`)
+      t.ok(steadyMs > 12_000, 'the steady sender took longer than the request timeout')
+      t.match(steady.received(), /^HTTP\/1\.1 201 [^]*"data":\{"count":60000\}\}$/, 'the steady sender\'s books are stored')
+      t.match(trickling.received(), /^HTTP\/1\.1 408 /, 'the trickling sender is answered 408')
+      // Its deadline: 10 s and an eighth of a second for each second sent at 8 KiB/s, checked each second
+      t.ok(tricklingMs > 10_000 && tricklingMs < 16_000, 'about 10 s after its sending fell behind')
+      const stored = await storedBooks(setup.db)
+      t.equal(stored.length, 60_000, 'the steady import alone is stored')
+      t.ok(stored.every(({ title }) => title.startsWith('Steady')), 'nothing of the trickling one')
+    }),
+    t.test('a transaction longer than the send timeout is not cut off: each chunk stored is activity', async (t) => {
+      const setup = await setUp(t, { SEND_TIMEOUT_MS: '10000' })
+      const port = await listening(setup)
+      // Each statement into books waits 1.5 s, well within the 3 s statement bound: eight chunks of books
+      // are 12 s without a byte to the client
+      await setup.db.query(`CREATE FUNCTION slow_insert () RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1.5); RETURN NULL; END $$;
+        CREATE TRIGGER slow_insert AFTER INSERT ON books FOR EACH STATEMENT EXECUTE FUNCTION slow_insert()`)
+      const body = csvOf(books(8 * 5000, 'Slow'))
+      const answer = await holdRequest(port, `POST /books HTTP/1.1\r\nHost: x\r\nAuthorization: ${setup.token}\r\nContent-Type: text/csv\r\n` +
+        `Prefer: return=minimal\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}`, body)
+      await answer.closed
+      t.match(answer.received(), /^HTTP\/1\.1 201 /, 'answered')
+      t.match(answer.received(), /"data":\{"count":40000\}\}$/)
+    })
+  ])
+  await waitUntil(() => openSpools() === 0, 5000, 'every spool closed').catch(() => {})
+  t.equal(openSpools(), 0, 'no spool is left open by any of them')
 })

@@ -1,12 +1,13 @@
 /** The headers every response carries, and those of token responses. */
 import t from 'tap'
 import { build, getToken, PASSWORD, USERNAME } from '../helper.js'
+import { STORE_INDEPENDENT } from '../helpers/database.js'
 
 const tokenRequest = (remoteAddress: string, password = PASSWORD) => ({
   method: 'POST' as const, url: '/token', remoteAddress, payload: { username: USERNAME, password }
 })
 
-t.test('security headers', async (t) => {
+t.test('security headers', { skip: STORE_INDEPENDENT }, async (t) => {
   const app = await build(t)
   const token = await getToken(app)
   const responses = {

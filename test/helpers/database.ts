@@ -45,11 +45,11 @@ export const NEEDS_SERVER = STORE === 'pglite' && 'needs a PostgreSQL server (PG
 
 /**
  * For `t.test(name, { skip: STORE_INDEPENDENT }, ...)`: tests of the HTTP layer and of the
- * process (connections, headers, tokens, ports, signals) whose outcome does not depend on the
- * store. On PGlite they would only repeat the run on the server, at the cost of a service with
- * an embedded database each.
+ * process (connections, headers, tokens, ports, signals, memory) whose outcome does not depend on
+ * the store, nor on the way to it. On PGlite or through PgBouncer they would only repeat the run
+ * on the server, at the cost of a database (an embedded one, or a PgBouncer) each.
  */
-export const STORE_INDEPENDENT = STORE === 'pglite' && 'does not depend on the store: runs with TEST_STORE=postgres'
+export const STORE_INDEPENDENT = STORE !== 'postgres' && 'does not depend on the store: runs with TEST_STORE=postgres'
 
 /**
  * For `t.test(name, { skip: OWN_STORE }, ...)`: tests that start a PGlite of their own whatever

@@ -16,7 +16,7 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 import { PASSWORD, SECRET, testEnv } from '../helper.js'
-import { createDatabaseWithBooks } from '../helpers/database.js'
+import { createDatabaseWithBooks, STORE_INDEPENDENT } from '../helpers/database.js'
 import { expectStartupFailure, spawnService, startService, temporaryDirectory, type Service } from '../helpers/service.js'
 import { waitUntil } from '../helpers/wait.js'
 
@@ -215,7 +215,7 @@ t.test('http/json: request spans, statements, links, background work, log lines,
   }
 })
 
-t.test('http/protobuf: the spans arrive and decode, the last ones as the service stops', async (t) => {
+t.test('http/protobuf: the spans arrive and decode, the last ones as the service stops', { skip: STORE_INDEPENDENT }, async (t) => {
   const collector = await receiver(t)
   const service = await startService(t, {
     ...testEnv(await createDatabaseWithBooks(t, 1)),
@@ -235,7 +235,7 @@ t.test('http/protobuf: the spans arrive and decode, the last ones as the service
   t.notOk(exported.includes(token) || exported.includes(PASSWORD), 'no token, no password')
 })
 
-t.test('off unless an endpoint is configured: no module of OpenTelemetry is loaded', async (t) => {
+t.test('off unless an endpoint is configured: no module of OpenTelemetry is loaded', { skip: STORE_INDEPENDENT }, async (t) => {
   // Preloaded before everything: at exit, the modules of OpenTelemetry's SDK, its
   // instrumentations and their loader hook that the process loaded. Not its API, a facade that
   // does nothing without an SDK, which prom-client loads whatever the configuration
@@ -259,7 +259,7 @@ t.test('off unless an endpoint is configured: no module of OpenTelemetry is load
   t.ok((await run({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.url })).modules.some((file) => file.includes('/sdk-trace')), 'on: the probe sees them')
 })
 
-t.test('a protocol it has no exporter for, an endpoint that is no URL: the start-up fails with one line naming the variable', async (t) => {
+t.test('a protocol it has no exporter for, an endpoint that is no URL: the start-up fails with one line naming the variable', { skip: STORE_INDEPENDENT }, async (t) => {
   const env = testEnv(await createDatabaseWithBooks(t, 1))
   await expectStartupFailure(t, { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' },
     /^bookkeeping: start-up failed: tracing: OTEL_EXPORTER_OTLP_PROTOCOL="grpc" is not a protocol this service exports with; set it to http\/protobuf or http\/json$/)
