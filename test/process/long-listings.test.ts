@@ -91,13 +91,20 @@ function openListing (service: Service, token: string) {
   })
 }
 
+/** Books enough that a listing of them outlasts what the sockets' buffers hold. */
+const MANY_BOOKS = 300_000
+
 /**
- * A real service process on a fresh database holding `count` books, stored before the service
+ * A real service process on a database holding `MANY_BOOKS` books, stored before the service
  * builds its indexes over them (`createDatabaseWithBooks`): far cheaper than inserting them into
- * every index afterwards.
+ * every index afterwards. One for the file, made by the first test that asks, and shared by the
+ * tests after it (each leaves the books readable as it found them): seeding and indexing them
+ * is most of what these tests cost.
  */
-async function serviceWithBooks (t: Test, count: number) {
-  const dbUrl = await createDatabaseWithBooks(t, count)
+let withManyBooks: ReturnType<typeof serviceWithManyBooks> | undefined
+async function serviceWithManyBooks () {
+  // The file's own teardown, not the first test's: the tests after it use the service too
+  const dbUrl = await createDatabaseWithBooks(t, MANY_BOOKS)
   const service = await startService(t, testEnv(dbUrl))
   const token = await service.token()
   const db = await pgClient(t, dbUrl)
@@ -105,8 +112,7 @@ async function serviceWithBooks (t: Test, count: number) {
 }
 
 t.test('a slow reader holds back the reading; a reader that leaves stops it', { skip: NEEDS_SERVER }, async (t) => {
-  const count = 300_000
-  const { dbUrl, service, token, db } = await serviceWithBooks(t, count)
+  const { dbUrl, service, token, db } = await (withManyBooks ??= serviceWithManyBooks())
 
   const listing = await openListing(service, token)
   t.equal(listing.status, 200)
@@ -149,7 +155,7 @@ t.test('a slow reader holds back the reading; a reader that leaves stops it', { 
 })
 
 t.test('a failure after the status has gone out cuts the connection; the body stays incomplete', async (t) => {
-  const { service, token, db } = await serviceWithBooks(t, 300_000)
+  const { service, token, db } = await (withManyBooks ??= serviceWithManyBooks())
 
   const listing = await openListing(service, token)
   t.equal(listing.status, 200, 'the status went out with the first page')
