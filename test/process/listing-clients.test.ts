@@ -16,6 +16,14 @@ import { sleep, withTimeout } from '../helpers/wait.js'
 const BOOKS = 200_000
 
 /**
+ * The database of `BOOKS` books, made by the first test that asks (the file's, not that test's)
+ * and shared by the next: seeding and indexing them is most of what these tests cost the
+ * database, and neither changes a book.
+ */
+let withBooks: Promise<string> | undefined
+const databaseWithBooks = () => (withBooks ??= createDatabaseWithBooks(t, BOOKS))
+
+/**
  * A `GET /books` on a raw socket whose client reads `bytes` every `everyMs` from what the kernel
  * received (in paused mode, so the socket never reads ahead of it more than its buffer).
  */
@@ -39,7 +47,7 @@ function slowListing (service: Service, token: string, bytes: number, everyMs: n
 }
 
 t.test('a response the client takes none of for SEND_TIMEOUT_MS is cut off; a slow reader is not', { skip: STORE_INDEPENDENT }, async (t) => {
-  const dbUrl = await createDatabaseWithBooks(t, BOOKS)
+  const dbUrl = await databaseWithBooks()
   const service = await startService(t, { ...testEnv(dbUrl), SEND_TIMEOUT_MS: '10000' })
   const token = await service.token()
 
@@ -86,7 +94,7 @@ t.test('a response the client takes none of for SEND_TIMEOUT_MS is cut off; a sl
 })
 
 t.test('listings whose clients leave while their pages queue send no more queries', { skip: NEEDS_SERVER }, async (t) => {
-  const dbUrl = await createDatabaseWithBooks(t, BOOKS)
+  const dbUrl = await databaseWithBooks()
   const service = await startService(t, testEnv(dbUrl))
   const token = await service.token()
   const db = await pgClient(t, dbUrl)
