@@ -8,7 +8,7 @@ import t, { type Test } from 'tap'
 import { migrations } from '../../src/db/migrations.js'
 import { PASSWORD, SECRET, testEnv, USERNAME } from '../helper.js'
 import {
-  ADMIN_URL, createDatabase, databaseName, NEEDS_SERVER, pgClient, refuseConnections, waitForSessionsOnLock
+  ADMIN_URL, createDatabase, databaseName, NEEDS_SERVER, pgClient, refuseConnections, STORE_INDEPENDENT, waitForSessionsOnLock
 } from '../helpers/database.js'
 import { rawRequest } from '../helpers/raw-http.js'
 import { closedPort, expectStartupFailure, nonEmptyLines, probe, spawnService, startService } from '../helpers/service.js'
@@ -17,7 +17,7 @@ import { sleep, waitUntil, withTimeout } from '../helpers/wait.js'
 // Each subtest has its own processes and database: run a few side by side
 t.jobs = 3
 
-t.test('an unreachable database stops the start-up with one line about the database', async (t) => {
+t.test('an unreachable database stops the start-up with one line about the database', { skip: STORE_INDEPENDENT }, async (t) => {
   const deadPort = await closedPort()
   const dbPassword = 'db-password-that-must-stay-private'
   const env = testEnv(`postgres://bookkeeping:${dbPassword}@127.0.0.1:${deadPort}/bookkeeping`)
@@ -128,14 +128,14 @@ t.test('SIGTERM lets a request in flight finish, then exits 0', { skip: NEEDS_SE
   t.strictSame(stored.rows, [{ year: 2000 }], 'the update was committed')
 })
 
-t.test('SIGINT on an idle server exits 0', async (t) => {
+t.test('SIGINT on an idle server exits 0', { skip: STORE_INDEPENDENT }, async (t) => {
   const service = await startService(t, testEnv(await createDatabase(t)))
   service.child.kill('SIGINT')
   t.strictSame(await service.waitForExit(5000), { code: 0, signal: null }, 'exits 0')
   t.equal(await probe(service.port), 'refused', 'nothing listens after the exit')
 })
 
-t.test("errors of Node's HTTP parser and of routing are envelopes", async (t) => {
+t.test("errors of Node's HTTP parser and of routing are envelopes", { skip: STORE_INDEPENDENT }, async (t) => {
   const service = await startService(t, testEnv(await createDatabase(t)))
   const cases = [
     {
