@@ -40,17 +40,17 @@ onExit(() => {
   }
 })
 
-/**
- * A TCP port on 127.0.0.1 that nothing listens on: one the system picked for a listener that is
- * closed again. For a database that is not there; never to listen on again (a test's own
- * servers listen on port 0).
- */
 /** The resident memory of process `pid`, in MiB (Linux). */
 export function residentMiB (pid: number): number {
   const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
   return Number(match?.[1]) / 1024
 }
 
+/**
+ * A TCP port on 127.0.0.1 that nothing listens on: one the system picked for a listener that is
+ * closed again. For a database that is not there; never to listen on again (a test's own
+ * servers listen on port 0).
+ */
 export async function closedPort (): Promise<number> {
   const server = createServer()
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve))
