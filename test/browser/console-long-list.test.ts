@@ -6,7 +6,7 @@
 import t from 'tap'
 import { testEnv } from '../helper.js'
 import {
-  bookRow, bookRows, booksTable, expectQuiet, launchBrowser, loadedStatus, openConsole, openPage, settle, shownBooks, signIn
+  bookRow, bookRows, booksTable, expectQuiet, launchBrowser, loadedStatus, loadedStatusOf, openConsole, openPage, settle, shownBooks, signIn
 } from '../helpers/browser.js'
 import { createDatabase, pgClient, STORE_INDEPENDENT } from '../helpers/database.js'
 import { startService } from '../helpers/service.js'
@@ -78,7 +78,7 @@ t.test('20,000 books', { skip: STORE_INDEPENDENT || needsPrograms('chromium') },
   t.ok((await indexed()).every(([index, id]) => index === id! + 1), 'each numbered as it should be')
 
   await page.getByRole('searchbox', { name: 'Filter' }).or(page.getByRole('textbox', { name: 'Filter' })).fill(`book ${LAST}`)
-  t.equal(await settle(() => loadedStatus(page), (status) => status === '1 of 20,000 books'), '1 of 20,000 books', 'filtered: one of 20,000')
+  t.equal(await loadedStatusOf(page, '1 of 20,000 books'), '1 of 20,000 books', 'filtered: one of 20,000')
   t.strictSame(await shownBooks(page), [[String(LAST), `Book ${LAST}`, `Author ${LAST % 97}`, String(1900 + LAST % 120)]], 'that one')
   expectQuiet(t, watched)
 })

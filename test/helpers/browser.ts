@@ -238,6 +238,14 @@ export function loadedStatus (page: Page, ms = ACTION_TIMEOUT): Promise<string> 
     (text) => /^([\d,]+ of )?[\d,]+ books?$/.test(text.trim()), ms).then((text) => text.trim())
 }
 
+/**
+ * The status line once it counts `expected`: right after an action the count shown may still be
+ * the one before it. Past `ms`, the last count read, for the test to compare with `expected`.
+ */
+export function loadedStatusOf (page: Page, expected: string, ms = ACTION_TIMEOUT): Promise<string> {
+  return settle(() => loadedStatus(page, ms), (status) => status === expected, ms)
+}
+
 export interface SentRequest {
   path: string
   /** The body, parsed as JSON; null when there was none */
