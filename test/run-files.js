@@ -1,7 +1,8 @@
 /**
- * `node test/run-files.js [--jobs=N] <glob>...`: the tiers' runner. Runs each test file that the
- * globs match, in the order the globs come (each glob's files in the order of their paths; a file
- * once), as a plain `node --enable-source-maps <file>` of its own, N at once, and prints each
+ * `node test/run-files.js [--jobs=N] [--jobs-if-idle=M] <glob>...`: the tiers' runner. Runs each
+ * test file that the globs match, in the order the globs come (each glob's files in the order of
+ * their paths; a file once), as a plain `node --enable-source-maps <file>` of its own, N at once
+ * (up to M while the machine has a core idle: see `IDLE_CORES`), and prints each
  * file's TAP as one subtest once the file has ended (files side by side never interleave),
  * followed by a comment of the CPU time it took (`# cpu <s> s <wall> s <file>`: the file's
  * process and the processes it started and waited for, such as its services), then
@@ -17,7 +18,7 @@
  */
 import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
-import { availableParallelism } from 'node:os'
+import { availableParallelism, cpus } from 'node:os'
 import { globSync } from 'glob'
 
 const TIMEOUT_SECONDS = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).tap.timeout
@@ -28,9 +29,12 @@ const options = process.argv.slice(2).filter((arg) => arg.startsWith('--'))
 const patterns = process.argv.slice(2).filter((arg) => !arg.startsWith('--'))
 const jobsOption = options.find((arg) => arg.startsWith('--jobs='))
 const jobs = jobsOption === undefined ? Math.max(1, availableParallelism() - 1) : Number(jobsOption.slice('--jobs='.length))
-const unknown = options.filter((arg) => arg !== jobsOption)
-if (unknown.length > 0 || !(jobs >= 1)) {
-  console.error(`test/run-files.js: usage: node test/run-files.js [--jobs=N] <glob>... (not ${unknown.join(' ') || jobsOption})`)
+const idleOption = options.find((arg) => arg.startsWith('--jobs-if-idle='))
+const jobsIfIdle = idleOption === undefined ? jobs : Number(idleOption.slice('--jobs-if-idle='.length))
+const unknown = options.filter((arg) => arg !== jobsOption && arg !== idleOption)
+if (unknown.length > 0 || !(jobs >= 1) || !(jobsIfIdle >= jobs)) {
+  console.error('test/run-files.js: usage: node test/run-files.js [--jobs=N] [--jobs-if-idle=M, M >= N] <glob>... ' +
+    `(not ${unknown.join(' ') || [jobsOption, idleOption].filter(Boolean).join(' ')})`)
   process.exit(2)
 }
 const files = [...new Set(patterns.flatMap((pattern) => globSync(pattern).sort()))]
@@ -86,21 +90,64 @@ let reapedCpu = childrenCpuSeconds()
 /** Whether the file's TAP says a test failed: a `not ok` at its top level. */
 const failedInOutput = (output) => /^not ok /m.test(output)
 
+/**
+ * Files that wait on timeouts, services and topologies leave the CPU idle for seconds at a time:
+ * with `--jobs-if-idle`, one more file starts whenever, over the last second, at least this many
+ * cores of the machine (every process on it, PostgreSQL too) were idle, and no file started in
+ * the last `IDLE_START_GAP_MS` (a file takes that long to load and start what it tests). Files
+ * that ended are not replaced while more than N run.
+ */
+const IDLE_CORES = 0.8
+const IDLE_START_GAP_MS = 3000
+
+/** The machine's idle and total CPU time so far, in clock ticks (the first line of /proc/stat). */
+function machineCpu () {
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync('/proc/stat', 'utf8')
+    .split('\n', 1)[0].trim().split(/\s+/).slice(1).map(Number)
+  return { idle: idle + iowait, total: user + nice + system + idle + iowait + irq + softirq + steal }
+}
+
 let next = 0
+let running = 0
+let lastStart = 0
 let reported = 0
 let failed = 0
 console.log('TAP version 14')
-async function worker () {
-  while (next < files.length) {
-    const { file, output, code, signal, overran, ms, cpu } = await runFile(files[next++])
-    const ok = code === 0 && !failedInOutput(output)
-    if (!ok) failed++
-    const body = output.replace(/^TAP version \d+\n/, '').replace(/\n$/, '').split('\n').map((line) => line === '' ? '' : `    ${line}`).join('\n')
-    const why = overran ? `ran past ${TIMEOUT_SECONDS} s and was ended` : code !== 0 ? `exited ${code ?? signal}` : ''
-    console.log(`# Subtest: ${file}\n${body}\n${why === '' ? '' : `# ${file} ${why}\n`}${ok ? 'ok' : 'not ok'} ${++reported} - ${file} # time=${ms.toFixed(3)}ms\n# cpu ${cpu.toFixed(2)} s ${(ms / 1000).toFixed(1)} s ${file}\n`)
-  }
+
+function report ({ file, output, code, signal, overran, ms, cpu }) {
+  const ok = code === 0 && !failedInOutput(output)
+  if (!ok) failed++
+  const body = output.replace(/^TAP version \d+\n/, '').replace(/\n$/, '').split('\n').map((line) => line === '' ? '' : `    ${line}`).join('\n')
+  const why = overran ? `ran past ${TIMEOUT_SECONDS} s and was ended` : code !== 0 ? `exited ${code ?? signal}` : ''
+  console.log(`# Subtest: ${file}\n${body}\n${why === '' ? '' : `# ${file} ${why}\n`}${ok ? 'ok' : 'not ok'} ${++reported} - ${file} # time=${ms.toFixed(3)}ms\n# cpu ${cpu.toFixed(2)} s ${(ms / 1000).toFixed(1)} s ${file}\n`)
 }
-await Promise.all(Array.from({ length: Math.min(jobs, files.length) }, worker))
+
+await new Promise((resolve) => {
+  /** Starts files until `jobs` run, or none is left. */
+  const fill = () => {
+    for (let slot = running; slot < jobs && next < files.length; slot++) start()
+  }
+  const start = () => {
+    running++
+    lastStart = performance.now()
+    runFile(files[next++]).then((ran) => {
+      report(ran)
+      running--
+      fill()
+      if (running === 0 && next === files.length) resolve()
+    })
+  }
+  fill()
+  if (jobsIfIdle === jobs) return
+  let before = machineCpu()
+  const watch = setInterval(() => {
+    const now = machineCpu()
+    const idleCores = (now.idle - before.idle) / (now.total - before.total) * cpus().length
+    before = now
+    if (next === files.length) clearInterval(watch)
+    else if (idleCores >= IDLE_CORES && running < jobsIfIdle && performance.now() - lastStart >= IDLE_START_GAP_MS) start()
+  }, 1000)
+})
 console.log(`1..${files.length}`)
 console.log(`# ${files.length - failed} of ${files.length} files passed`)
 process.exitCode = failed > 0 ? 1 : 0

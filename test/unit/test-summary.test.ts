@@ -4,6 +4,9 @@
  * tests, the closing counts, and a non-zero exit when a test failed.
  */
 import { execFile } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import t from 'tap'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 
@@ -39,6 +42,40 @@ t.test('a file that dies with no test failed is a failure, and the run fails', a
   t.equal(code, 1, 'a file that died fails the run')
   t.match(stdout, '\n# .test-build/test/fixtures/dies.test.js exited SIGKILL\n', 'how it ended')
   t.match(summary, '\nFailed (1):\n  test/fixtures/dies.test.ts\n', 'the file, by its TypeScript name')
+})
+
+/** `node test/run-files.js <args>`, as a tier's script runs it (with `env` added). */
+function runFiles (args: string[], env: Record<string, string>): Promise<{ code: number | null, stdout: string }> {
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('TAP')))
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['test/run-files.js', ...args], { cwd: PROJECT_ROOT, env: { ...inherited, ...env } },
+      (err, stdout) => resolve({ code: err === null ? 0 : (err.code as number | null), stdout }))
+  })
+}
+
+const SIBLINGS = ['.test-build/test/fixtures/sibling-1.test.js', '.test-build/test/fixtures/sibling-2.test.js']
+
+t.test('--jobs-if-idle starts one more file while the files running leave a core idle', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'bookkeeping-siblings-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  // The first file only waits, so a core stays idle once the machine is not busy otherwise
+  const { code, stdout } = await runFiles(['--jobs=1', '--jobs-if-idle=2', ...SIBLINGS], { SIBLINGS_DIR: dir, SIBLING_WAIT_MS: '60000' })
+  t.equal(code, 0, 'both files saw the other one start while they ran')
+  t.match(stdout, '\n# 2 of 2 files passed\n', 'both passed')
+})
+
+t.test('--jobs alone runs no more files at once, idle or not', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'bookkeeping-siblings-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const { code, stdout } = await runFiles(['--jobs=1', ...SIBLINGS], { SIBLINGS_DIR: dir, SIBLING_WAIT_MS: '4000' })
+  t.equal(code, 1, 'the first file never saw the second start')
+  t.match(stdout, /\nnot ok 1 - \.test-build\/test\/fixtures\/sibling-1\.test\.js /, 'the first file waited in vain')
+})
+
+t.test('--jobs-if-idle below --jobs is refused', async (t) => {
+  const { code, stdout } = await runFiles(['--jobs=2', '--jobs-if-idle=1', ...SIBLINGS], {})
+  t.equal(code, 2)
+  t.equal(stdout, '', 'nothing run')
 })
 
 t.test('a name that is neither a tier nor a test file is refused', async (t) => {
