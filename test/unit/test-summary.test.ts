@@ -53,6 +53,9 @@ function runFiles (args: string[], env: Record<string, string>): Promise<{ code:
   })
 }
 
+// The runner's cases wait seconds on purpose: side by side
+t.jobs = 3
+
 const SIBLINGS = ['.test-build/test/fixtures/sibling-1.test.js', '.test-build/test/fixtures/sibling-2.test.js']
 
 t.test('--jobs-if-idle starts one more file while the files running leave a core idle', async (t) => {
