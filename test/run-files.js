@@ -1,8 +1,9 @@
 /**
- * `node test/run-files.js [--jobs=N] [--jobs-if-idle=M] <glob>...`: the tiers' runner. Runs each
- * test file that the globs match, in the order the globs come (each glob's files in the order of
- * their paths; a file once), as a plain `node --enable-source-maps <file>` of its own, N at once
- * (up to M while the machine has a core idle: see `IDLE_CORES`), and prints each
+ * `node test/run-files.js [--jobs=N] [--jobs-if-idle=M [--idle-cores=C]] <glob>...`: the tiers'
+ * runner. Runs each test file that the globs match, in the order the globs come (each glob's
+ * files in the order of their paths; a file once), as a plain `node --enable-source-maps <file>`
+ * of its own, N at once (up to M while C cores of the machine are idle: see `IDLE_CORES`), and
+ * prints each
  * file's TAP as one subtest once the file has ended (files side by side never interleave),
  * followed by a comment of the CPU time it took (`# cpu <s> s <wall> s <file>`: the file's
  * process and the processes it started and waited for, such as its services), then
@@ -25,16 +26,28 @@ const TIMEOUT_SECONDS = JSON.parse(readFileSync(new URL('../package.json', impor
 /** After its own timeout, the time a file gets to report it and stop its services. */
 const GRACE_MS = 60_000
 
+/**
+ * Files that wait on timeouts, services and topologies leave the CPU idle for seconds at a time:
+ * with `--jobs-if-idle`, one more file starts whenever, over the last second, at least this many
+ * cores of the machine were idle (every process on it counted, PostgreSQL too; `--idle-cores`
+ * sets another number) and no file started in the last `IDLE_START_GAP_MS` (a file takes that
+ * long to load and start what it tests). Files that ended are not replaced while more than N run.
+ */
+const IDLE_CORES = 0.8
+const IDLE_START_GAP_MS = 3000
+
 const options = process.argv.slice(2).filter((arg) => arg.startsWith('--'))
 const patterns = process.argv.slice(2).filter((arg) => !arg.startsWith('--'))
 const jobsOption = options.find((arg) => arg.startsWith('--jobs='))
 const jobs = jobsOption === undefined ? Math.max(1, availableParallelism() - 1) : Number(jobsOption.slice('--jobs='.length))
 const idleOption = options.find((arg) => arg.startsWith('--jobs-if-idle='))
 const jobsIfIdle = idleOption === undefined ? jobs : Number(idleOption.slice('--jobs-if-idle='.length))
-const unknown = options.filter((arg) => arg !== jobsOption && arg !== idleOption)
-if (unknown.length > 0 || !(jobs >= 1) || !(jobsIfIdle >= jobs)) {
-  console.error('test/run-files.js: usage: node test/run-files.js [--jobs=N] [--jobs-if-idle=M, M >= N] <glob>... ' +
-    `(not ${unknown.join(' ') || [jobsOption, idleOption].filter(Boolean).join(' ')})`)
+const coresOption = options.find((arg) => arg.startsWith('--idle-cores='))
+const idleCoresWanted = coresOption === undefined ? IDLE_CORES : Number(coresOption.slice('--idle-cores='.length))
+const unknown = options.filter((arg) => arg !== jobsOption && arg !== idleOption && arg !== coresOption)
+if (unknown.length > 0 || !(jobs >= 1) || !(jobsIfIdle >= jobs) || !(idleCoresWanted >= 0)) {
+  console.error('test/run-files.js: usage: node test/run-files.js [--jobs=N] [--jobs-if-idle=M, M >= N [--idle-cores=C]] <glob>... ' +
+    `(not ${unknown.join(' ') || [jobsOption, idleOption, coresOption].filter(Boolean).join(' ')})`)
   process.exit(2)
 }
 const files = [...new Set(patterns.flatMap((pattern) => globSync(pattern).sort()))]
@@ -90,16 +103,6 @@ let reapedCpu = childrenCpuSeconds()
 /** Whether the file's TAP says a test failed: a `not ok` at its top level. */
 const failedInOutput = (output) => /^not ok /m.test(output)
 
-/**
- * Files that wait on timeouts, services and topologies leave the CPU idle for seconds at a time:
- * with `--jobs-if-idle`, one more file starts whenever, over the last second, at least this many
- * cores of the machine (every process on it, PostgreSQL too) were idle, and no file started in
- * the last `IDLE_START_GAP_MS` (a file takes that long to load and start what it tests). Files
- * that ended are not replaced while more than N run.
- */
-const IDLE_CORES = 0.8
-const IDLE_START_GAP_MS = 3000
-
 /** The machine's idle and total CPU time so far, in clock ticks (the first line of /proc/stat). */
 function machineCpu () {
   const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync('/proc/stat', 'utf8')
@@ -145,7 +148,7 @@ await new Promise((resolve) => {
     const idleCores = (now.idle - before.idle) / (now.total - before.total) * cpus().length
     before = now
     if (next === files.length) clearInterval(watch)
-    else if (idleCores >= IDLE_CORES && running < jobsIfIdle && performance.now() - lastStart >= IDLE_START_GAP_MS) start()
+    else if (idleCores >= idleCoresWanted && running < jobsIfIdle && performance.now() - lastStart >= IDLE_START_GAP_MS) start()
   }, 1000)
 })
 console.log(`1..${files.length}`)

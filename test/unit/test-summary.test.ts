@@ -5,9 +5,9 @@
  */
 import { execFile } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 
 /**
@@ -54,23 +54,33 @@ function runFiles (args: string[], env: Record<string, string>): Promise<{ code:
 }
 
 // The runner's cases wait seconds on purpose: side by side
-t.jobs = 3
+t.jobs = 4
 
 const SIBLINGS = ['.test-build/test/fixtures/sibling-1.test.js', '.test-build/test/fixtures/sibling-2.test.js']
 
-t.test('--jobs-if-idle starts one more file while the files running leave a core idle', async (t) => {
+/** Runs the two sibling files with `args`; whether each saw the other start while it waited `waitMs`. */
+async function runSiblings (t: Test, args: string[], waitMs: number) {
   const dir = mkdtempSync(join(tmpdir(), 'bookkeeping-siblings-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  // The first file only waits, so a core stays idle once the machine is not busy otherwise
-  const { code, stdout } = await runFiles(['--jobs=1', '--jobs-if-idle=2', ...SIBLINGS], { SIBLINGS_DIR: dir, SIBLING_WAIT_MS: '60000' })
+  return await runFiles([...args, ...SIBLINGS], { SIBLINGS_DIR: dir, SIBLING_WAIT_MS: String(waitMs) })
+}
+
+// Whether the machine has a core idle is the machine's, not the test's: --idle-cores=0 counts
+// it as idle whatever it does, more cores than it has as never idle
+t.test('--jobs-if-idle starts one more file while the cores it wants are idle', async (t) => {
+  const { code, stdout } = await runSiblings(t, ['--jobs=1', '--jobs-if-idle=2', '--idle-cores=0'], 30_000)
   t.equal(code, 0, 'both files saw the other one start while they ran')
   t.match(stdout, '\n# 2 of 2 files passed\n', 'both passed')
 })
 
-t.test('--jobs alone runs no more files at once, idle or not', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'bookkeeping-siblings-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  const { code, stdout } = await runFiles(['--jobs=1', ...SIBLINGS], { SIBLINGS_DIR: dir, SIBLING_WAIT_MS: '4000' })
+t.test('--jobs-if-idle starts no more files while fewer cores are idle', async (t) => {
+  const { code, stdout } = await runSiblings(t, ['--jobs=1', '--jobs-if-idle=2', `--idle-cores=${cpus().length + 1}`], 5000)
+  t.equal(code, 1, 'the first file never saw the second start')
+  t.match(stdout, /\nnot ok 1 - \.test-build\/test\/fixtures\/sibling-1\.test\.js /, 'the first file waited in vain')
+})
+
+t.test('--jobs alone runs no more files at once', async (t) => {
+  const { code, stdout } = await runSiblings(t, ['--jobs=1'], 5000)
   t.equal(code, 1, 'the first file never saw the second start')
   t.match(stdout, /\nnot ok 1 - \.test-build\/test\/fixtures\/sibling-1\.test\.js /, 'the first file waited in vain')
 })
