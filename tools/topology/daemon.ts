@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process'
+import fs from 'node:fs'
 import net from 'node:net'
 import { freePort } from './free-port.js'
 
@@ -44,6 +45,56 @@ function accepts (port: number, host: string): Promise<boolean> {
   })
 }
 
+/**
+ * The inodes of the TCP sockets listening on `port`, from the kernel's tables (/proc/net/tcp and
+ * tcp6: a local address ending in the port in hexadecimal, state 0A, LISTEN); undefined where
+ * there are no such tables.
+ */
+function listeningSockets (port: number): Set<string> | undefined {
+  if (!fs.existsSync('/proc/net/tcp')) return undefined
+  const suffix = `:${port.toString(16).toUpperCase().padStart(4, '0')}`
+  const inodes = new Set<string>()
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    if (!fs.existsSync(table)) continue
+    for (const line of fs.readFileSync(table, 'utf8').split('\n').slice(1)) {
+      const [, local, , state, , , , , , inode] = line.trim().split(/\s+/)
+      if (local?.endsWith(suffix) === true && state === '0A' && inode !== undefined) inodes.add(inode)
+    }
+  }
+  return inodes
+}
+
+/** Whether process `pid`, or one it started, holds one of the sockets `inodes` open. */
+function holdsSocket (pid: number, inodes: Set<string>): boolean {
+  const processes = [pid]
+  for (let next = processes.pop(); next !== undefined; next = processes.pop()) {
+    try {
+      for (const fd of fs.readdirSync(`/proc/${next}/fd`)) {
+        const socket = /^socket:\[(\d+)\]$/.exec(fs.readlinkSync(`/proc/${next}/fd/${fd}`))
+        if (socket !== null && inodes.has(socket[1]!)) return true
+      }
+      for (const thread of fs.readdirSync(`/proc/${next}/task`)) {
+        processes.push(...fs.readFileSync(`/proc/${next}/task/${thread}/children`, 'utf8').split(' ').filter(Boolean).map(Number))
+      }
+    } catch {
+      // Gone meanwhile, or a file descriptor closed while read
+    }
+  }
+  return false
+}
+
+/**
+ * Whether the listener on `port` is the daemon's own. Another process may have taken the port
+ * between `freePort` and the daemon's bind: then the port accepts connections while the daemon
+ * fails to bind and exits, and a caller that took that listener for the daemon's would send its
+ * connections to a stranger, and lose them when the stranger stops (two test files' PgBouncers
+ * on one port). Without the kernel's tables, any listener is taken for the daemon's.
+ */
+function listensItself (child: ChildProcess, port: number): boolean {
+  const inodes = listeningSockets(port)
+  return inodes === undefined || (child.pid !== undefined && holdsSocket(child.pid, inodes))
+}
+
 function exited (child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve()
   return new Promise((resolve) => child.once('exit', () => resolve()))
@@ -63,7 +114,7 @@ async function launchOnce (label: string, port: number, { command, args, env, ho
     clearTimeout(timer)
   }
   const started = Date.now()
-  while (!(await accepts(port, host))) {
+  while (!(await accepts(port, host)) || !listensItself(child, port)) {
     if (child.exitCode !== null || child.signalCode !== null) {
       await gone
       throw new Error(`${label} exited at start-up: ${output.trim()}`)
