@@ -3,10 +3,9 @@
  * runner. Runs each test file that the globs match, in the order the globs come (each glob's
  * files in the order of their paths; a file once), as a plain `node --enable-source-maps <file>`
  * of its own, N at once (up to M while C cores of the machine are idle: see `IDLE_CORES`), and
- * prints each
- * file's TAP as one subtest once the file has ended (files side by side never interleave),
- * followed by a comment of the CPU time it took (`# cpu <s> s <wall> s <file>`: the file's
- * process and the processes it started and waited for, such as its services), then
+ * prints each file's TAP as one subtest once the file has ended (files side by side never
+ * interleave), followed by a comment of the CPU time it took (`# cpu <s> s <wall> s <file>`: the
+ * file's process and the processes it started and waited for, such as its services), then
  * `1..<files>`. Exits non-zero when a file failed: a failed test, an exit other than 0, or a
  * file that overran its time (package.json's `tap.timeout`, which each file's tap enforces
  * itself; this runner ends a file that still runs a minute later).
@@ -103,10 +102,18 @@ let reapedCpu = childrenCpuSeconds()
 /** Whether the file's TAP says a test failed: a `not ok` at its top level. */
 const failedInOutput = (output) => /^not ok /m.test(output)
 
-/** The machine's idle and total CPU time so far, in clock ticks (the first line of /proc/stat). */
+/**
+ * The machine's idle and total CPU time so far, in clock ticks (the first line of /proc/stat);
+ * undefined where there is no /proc/stat: there the runner keeps to N files.
+ */
 function machineCpu () {
-  const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync('/proc/stat', 'utf8')
-    .split('\n', 1)[0].trim().split(/\s+/).slice(1).map(Number)
+  let stat
+  try {
+    stat = readFileSync('/proc/stat', 'utf8')
+  } catch {
+    return undefined
+  }
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = stat.split('\n', 1)[0].trim().split(/\s+/).slice(1).map(Number)
   return { idle: idle + iowait, total: user + nice + system + idle + iowait + irq + softirq + steal }
 }
 
@@ -141,8 +148,8 @@ await new Promise((resolve) => {
     })
   }
   fill()
-  if (jobsIfIdle === jobs) return
   let before = machineCpu()
+  if (jobsIfIdle === jobs || before === undefined) return
   const watch = setInterval(() => {
     const now = machineCpu()
     const idleCores = (now.idle - before.idle) / (now.total - before.total) * cpus().length
