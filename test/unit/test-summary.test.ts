@@ -1,7 +1,9 @@
 /**
  * `npm test`'s summary (test/run.js), read from a real run of test/fixtures/summary.test.ts: each
  * run's time and outcome, every failure and every skip named by its TypeScript file and its
- * tests, the closing counts, and a non-zero exit when a test failed.
+ * tests, the closing counts, and a non-zero exit when a test failed. And the tiers' runner
+ * (test/run-files.js) starting more files while cores are idle, read from runs of
+ * test/fixtures/sibling-*.test.ts.
  */
 import { execFile } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -11,17 +13,26 @@ import t, { type Test } from 'tap'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 
 /**
- * `node test/run.js <files>`, as `npm test -- <files>` runs it after its build; without the
- * TAP_* variables tap gave this process, which would make the tap inside report as a child of
- * this one, with no counts of its own.
+ * `node <script> <args>` in the project's root, with `env` added; without the TAP_* variables
+ * tap gave this process, which would make the tap inside report as a child of this one, with no
+ * counts of its own.
  */
-function runTests (...files: string[]): Promise<{ code: number | null, stdout: string }> {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('TAP')))
+function runScript (script: string, args: string[], env: Record<string, string>): Promise<{ code: number | null, stdout: string }> {
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('TAP')))
   return new Promise((resolve) => {
-    execFile(process.execPath, ['test/run.js', ...files], { cwd: PROJECT_ROOT, env: { ...env, SUMMARY_FIXTURE: '1' } },
+    execFile(process.execPath, [script, ...args], { cwd: PROJECT_ROOT, env: { ...inherited, ...env } },
       (err, stdout) => resolve({ code: err === null ? 0 : (err.code as number | null), stdout }))
   })
 }
+
+/** `node test/run.js <files>`, as `npm test -- <files>` runs it after its build. */
+const runTests = (...files: string[]) => runScript('test/run.js', files, { SUMMARY_FIXTURE: '1' })
+
+/** `node test/run-files.js <args>`, as a tier's script runs it. */
+const runFiles = (args: string[], env: Record<string, string>) => runScript('test/run-files.js', args, env)
+
+// The runner's cases wait seconds on purpose: the file's tests run side by side
+t.jobs = 4
 
 t.test('the summary names each failure and skip by file and test, with the counts, and the run fails', async (t) => {
   const { code, stdout } = await runTests('test/fixtures/summary.test.ts')
@@ -43,18 +54,6 @@ t.test('a file that dies with no test failed is a failure, and the run fails', a
   t.match(stdout, '\n# .test-build/test/fixtures/dies.test.js exited SIGKILL\n', 'how it ended')
   t.match(summary, '\nFailed (1):\n  test/fixtures/dies.test.ts\n', 'the file, by its TypeScript name')
 })
-
-/** `node test/run-files.js <args>`, as a tier's script runs it (with `env` added). */
-function runFiles (args: string[], env: Record<string, string>): Promise<{ code: number | null, stdout: string }> {
-  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('TAP')))
-  return new Promise((resolve) => {
-    execFile(process.execPath, ['test/run-files.js', ...args], { cwd: PROJECT_ROOT, env: { ...inherited, ...env } },
-      (err, stdout) => resolve({ code: err === null ? 0 : (err.code as number | null), stdout }))
-  })
-}
-
-// The runner's cases wait seconds on purpose: side by side
-t.jobs = 4
 
 const SIBLINGS = ['.test-build/test/fixtures/sibling-1.test.js', '.test-build/test/fixtures/sibling-2.test.js']
 
