@@ -119,10 +119,18 @@ export async function createDatabase (t: Test): Promise<string> {
     t.teardown(() => store.stop())
     if (template === undefined) {
       // The first store of the run keeps its empty cluster for the next ones. Written aside
-      // and renamed, so a test file starting meanwhile never loads half a file
+      // and linked into place, so a test file starting meanwhile never loads half a file; and
+      // only where no other file put one first: a store reads its template lazily, by path
+      // (fs.openAsBlob), and fails when the file there was replaced after it opened it
       const partial = `${PGLITE_TEMPLATE}.${process.pid}`
       fs.writeFileSync(partial, await store.dump())
-      fs.renameSync(partial, PGLITE_TEMPLATE)
+      try {
+        fs.linkSync(partial, PGLITE_TEMPLATE)
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+      } finally {
+        fs.rmSync(partial, { force: true })
+      }
     }
     return store.url
   }
