@@ -159,7 +159,8 @@ export async function refuseConnections (t: Test, dbUrl: string): Promise<() => 
   t.teardown(allow)
   await admin(async (client) => {
     await client.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
-    await client.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name])
+    // With a timeout it returns once each session has ended, not once each was signalled
+    await client.query('SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = $1', [name])
   })
   return async () => { await allow() }
 }
