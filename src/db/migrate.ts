@@ -12,9 +12,10 @@
  * wait on each other for ever.
  *
  * Each step runs in a transaction of its own with the row that records it, so a failed step
- * leaves nothing half done. Its locks are asked for with a 500 ms `lock_timeout`, retried: a
- * step that waits for a long transaction to end would otherwise queue every read and write of
- * the table behind it. A step that runs alone (an index built with `CREATE INDEX CONCURRENTLY`,
+ * leaves nothing half done. Its locks are asked for with a 500 ms `lock_timeout`, and it runs
+ * within the 3 s `statement_timeout` of every transaction (src/db/time-bounds.ts), both retried:
+ * a step that waits for a long transaction to end, or holds its lock while it is held up, would
+ * otherwise queue every read and write of the table behind it. A step that runs alone (an index built with `CREATE INDEX CONCURRENTLY`,
  * which lets reads and writes go on while it builds; an `ANALYZE`) runs outside any transaction
  * and without a time bound; an index left invalid by a build cut short is dropped and built
  * again. The steps run on connections of their own, not the pool's, whose client-side time
@@ -42,9 +43,11 @@ const LOCK_POLL_MS = 250
 const WAITING_LOG_MS = 10_000
 /** A step's wait for its locks, and how often it is tried again after waiting that long. */
 const STEP_LOCK_TIMEOUT_MS = 500
-const STEP_LOCK_ATTEMPTS = 40
+const STEP_ATTEMPTS = 40
 /** SQLSTATE lock_not_available: `lock_timeout` ran out. */
 const LOCK_NOT_AVAILABLE = '55P03'
+/** SQLSTATE query_canceled: the statement ran past its `statement_timeout` (or was cancelled). */
+const QUERY_CANCELED = '57014'
 
 // Whether the database is a Citus cluster, and whether this is its coordinator
 const CITUS = 'SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = \'citus\') AS citus'
@@ -106,7 +109,12 @@ export async function migrate (
     return client
   }
 
-  /** `work` in a bounded transaction of `client`'s, tried again while it waits too long for a lock. */
+  /**
+   * `work` in a bounded transaction of `client`'s, tried again while it waits too long for a lock
+   * or runs past the statement bound: no step rewrites a table, so one that runs that long was
+   * held up (the server's disk stalled), and holding its lock longer would hold up the table's
+   * reads and writes with it.
+   */
   async function inTransaction (client: pg.Client, work: () => Promise<unknown>) {
     for (let attempt = 1; ; attempt++) {
       try {
@@ -116,8 +124,11 @@ export async function migrate (
         return
       } catch (err) {
         await client.query('ROLLBACK').catch(() => {})
-        if ((err as { code?: string }).code !== LOCK_NOT_AVAILABLE || attempt === STEP_LOCK_ATTEMPTS) throw err
-        log.info({ attempt }, 'a migration step waited too long for a lock; trying again')
+        const code = (err as { code?: string }).code
+        if ((code !== LOCK_NOT_AVAILABLE && code !== QUERY_CANCELED) || attempt === STEP_ATTEMPTS) throw err
+        log.info({ attempt }, code === LOCK_NOT_AVAILABLE
+          ? 'a migration step waited too long for a lock; trying again'
+          : 'a migration step ran past its time bound; trying again')
         await sleep(STEP_LOCK_TIMEOUT_MS)
       }
     }
