@@ -15,11 +15,11 @@
  * leaves nothing half done. Its locks are asked for with a 500 ms `lock_timeout`, and it runs
  * within the 3 s `statement_timeout` of every transaction (src/db/time-bounds.ts), both retried:
  * a step that waits for a long transaction to end, or holds its lock while it is held up, would
- * otherwise queue every read and write of the table behind it. A step that runs alone (an index built with `CREATE INDEX CONCURRENTLY`,
- * which lets reads and writes go on while it builds; an `ANALYZE`) runs outside any transaction
- * and without a time bound; an index left invalid by a build cut short is dropped and built
- * again. The steps run on connections of their own, not the pool's, whose client-side time
- * bound (3.1 s) would cut an index build short.
+ * otherwise queue every read and write of the table behind it. A step that runs alone (an index
+ * built with `CREATE INDEX CONCURRENTLY`, which lets reads and writes go on while it builds; an
+ * `ANALYZE`) runs outside any transaction and without a time bound; an index left invalid by a
+ * build cut short is dropped and built again. The steps run on connections of their own, not
+ * the pool's, whose client-side time bound (3.1 s) would cut an index build short.
  *
  * On Citus, the transaction of each step then distributes every table that exists and is not
  * yet distributed (src/db/migrations.ts `distribution`), so a cluster needs nothing run by hand
@@ -41,7 +41,7 @@ const MIGRATION_LOCK_KEY = 7_301_455_001
 const LOCK_POLL_MS = 250
 /** How often an instance waiting for another's migration says so. */
 const WAITING_LOG_MS = 10_000
-/** A step's wait for its locks, and how often it is tried again after waiting that long. */
+/** A step's wait for its locks, and how often a step is tried again after that wait or its time bound ran out. */
 const STEP_LOCK_TIMEOUT_MS = 500
 const STEP_ATTEMPTS = 40
 /** SQLSTATE lock_not_available: `lock_timeout` ran out. */
@@ -112,8 +112,8 @@ export async function migrate (
   /**
    * `work` in a bounded transaction of `client`'s, tried again while it waits too long for a lock
    * or runs past the statement bound: no step rewrites a table, so one that runs that long was
-   * held up (the server's disk stalled), and holding its lock longer would hold up the table's
-   * reads and writes with it.
+   * held up (by a server whose disk stalls, say), and holding its lock longer would hold up the
+   * table's reads and writes with it.
    */
   async function inTransaction (client: pg.Client, work: () => Promise<unknown>) {
     for (let attempt = 1; ; attempt++) {
