@@ -41,9 +41,11 @@ const MIGRATION_LOCK_KEY = 7_301_455_001
 const LOCK_POLL_MS = 250
 /** How often an instance waiting for another's migration says so. */
 const WAITING_LOG_MS = 10_000
-/** A step's wait for its locks, and how often a step is tried again after that wait or its time bound ran out. */
+/** A step's wait for its locks, and how often it is tried again after waiting that long. */
 const STEP_LOCK_TIMEOUT_MS = 500
-const STEP_ATTEMPTS = 40
+const STEP_LOCK_ATTEMPTS = 40
+/** How often a step is tried again after running past the statement bound: a stall passes, a step that needs longer fails soon. */
+const STEP_TIMEOUT_ATTEMPTS = 3
 /** SQLSTATE lock_not_available: `lock_timeout` ran out. */
 const LOCK_NOT_AVAILABLE = '55P03'
 /** SQLSTATE query_canceled: the statement ran past its `statement_timeout` (or was cancelled). */
@@ -116,7 +118,9 @@ export async function migrate (
    * table's reads and writes with it.
    */
   async function inTransaction (client: pg.Client, work: () => Promise<unknown>) {
-    for (let attempt = 1; ; attempt++) {
+    let lockWaits = 0
+    let timeouts = 0
+    for (;;) {
       try {
         await client.query(`${BEGIN_BOUNDED}; SET LOCAL lock_timeout = ${STEP_LOCK_TIMEOUT_MS}`)
         await work()
@@ -125,8 +129,11 @@ export async function migrate (
       } catch (err) {
         await client.query('ROLLBACK').catch(() => {})
         const code = (err as { code?: string }).code
-        if ((code !== LOCK_NOT_AVAILABLE && code !== QUERY_CANCELED) || attempt === STEP_ATTEMPTS) throw err
-        log.info({ attempt }, code === LOCK_NOT_AVAILABLE
+        const again = code === LOCK_NOT_AVAILABLE
+          ? ++lockWaits < STEP_LOCK_ATTEMPTS
+          : code === QUERY_CANCELED && ++timeouts < STEP_TIMEOUT_ATTEMPTS
+        if (!again) throw err
+        log.info({ attempt: lockWaits + timeouts }, code === LOCK_NOT_AVAILABLE
           ? 'a migration step waited too long for a lock; trying again'
           : 'a migration step ran past its time bound; trying again')
         await sleep(STEP_LOCK_TIMEOUT_MS)

@@ -3,7 +3,7 @@
  * version 4 and later): two instances start together on it while another client writes, and no
  * write waits a second; an index build cut short is built again at the next start; a step that
  * waits for a long transaction's lock gives up its place every 500 ms rather than queue writes;
- * a step held up past its time bound is tried again.
+ * a step held up past its time bound is tried again, three times at most.
  */
 import type pg from 'pg'
 import t, { type Test } from 'tap'
@@ -11,7 +11,7 @@ import { migrations } from '../../src/db/migrations.js'
 import { STATEMENT_TIMEOUT_MS } from '../../src/db/time-bounds.js'
 import { testEnv } from '../helper.js'
 import { createDatabaseWithBooks, NEEDS_SERVER, pgClient } from '../helpers/database.js'
-import { nonEmptyLines, spawnService } from '../helpers/service.js'
+import { expectStartupFailure, nonEmptyLines, spawnService } from '../helpers/service.js'
 import { sleep, waitUntil } from '../helpers/wait.js'
 
 /** Enough books that a build that blocked writes would block them for more than a second. */
@@ -120,19 +120,37 @@ t.test('a step that waits for a long transaction gives up its place every 500 ms
   t.equal(rows[0].version, migrations.at(-1)!.version, 'then every step applied')
 })
 
+/**
+ * Makes the first `times` changes of a table in `db` stall for longer than the statement bound, as
+ * on a disk that stalls: an event trigger runs within the statement. A sequence, which a rollback
+ * does not undo, counts them.
+ */
+async function stallTableChanges (db: pg.Client, times: number) {
+  await db.query(`CREATE SEQUENCE stalls;
+    CREATE FUNCTION stall() RETURNS event_trigger LANGUAGE plpgsql AS $$
+      BEGIN IF nextval('stalls') <= ${times} THEN PERFORM pg_sleep(${(STATEMENT_TIMEOUT_MS + 1000) / 1000}); END IF; END $$;
+    CREATE EVENT TRIGGER stall ON ddl_command_start EXECUTE FUNCTION stall()`)
+}
+
+const RAN_PAST = 'a migration step ran past its time bound; trying again'
+
 t.test('a step held up past its time bound is rolled back and tried again, not the end of the start-up', { skip: NEEDS_SERVER }, async (t) => {
   const dbUrl = await createDatabaseWithBooks(t, 1000, ({ version }) => version <= 2)
   const db = await pgClient(t, dbUrl)
-  // The next change of a table stalls for longer than the bound, as on a disk that stalls: an
-  // event trigger runs within the statement. A sequence, which a rollback does not undo, lets
-  // only the first one stall
-  await db.query(`CREATE SEQUENCE stalls;
-    CREATE FUNCTION stall_once() RETURNS event_trigger LANGUAGE plpgsql AS $$
-      BEGIN IF nextval('stalls') = 1 THEN PERFORM pg_sleep(${(STATEMENT_TIMEOUT_MS + 1000) / 1000}); END IF; END $$;
-    CREATE EVENT TRIGGER stall_once ON ddl_command_start EXECUTE FUNCTION stall_once()`)
+  await stallTableChanges(db, 1)
   const service = await spawnService(t, testEnv(dbUrl))
   await service.listening(60_000)
-  t.match(service.stdout, 'a migration step ran past its time bound; trying again', 'the step that stalled was tried again, and said so')
+  t.match(service.stdout, RAN_PAST, 'the step that stalled was tried again, and said so')
   const { rows } = await db.query('SELECT max(version) AS version FROM schema_migrations')
   t.equal(rows[0].version, migrations.at(-1)!.version, 'then every step applied')
+})
+
+t.test('a step that runs past its time bound three times ends the start-up', { skip: NEEDS_SERVER }, async (t) => {
+  const dbUrl = await createDatabaseWithBooks(t, 1000, ({ version }) => version <= 2)
+  const db = await pgClient(t, dbUrl)
+  await stallTableChanges(db, 1000)
+  const service = await expectStartupFailure(t, testEnv(dbUrl), /^bookkeeping: start-up failed: database migration failed: canceling statement due to statement timeout/)
+  t.equal(nonEmptyLines(service.stdout).filter((line) => line.includes(RAN_PAST)).length, 2, 'after two attempts more')
+  const { rows } = await db.query('SELECT max(version) AS version FROM schema_migrations')
+  t.equal(rows[0].version, 2, 'the step that stalled left nothing')
 })
