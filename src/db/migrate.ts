@@ -129,10 +129,10 @@ export async function migrate (
       } catch (err) {
         await client.query('ROLLBACK').catch(() => {})
         const code = (err as { code?: string }).code
-        const again = code === LOCK_NOT_AVAILABLE
-          ? ++lockWaits < STEP_LOCK_ATTEMPTS
-          : code === QUERY_CANCELED && ++timeouts < STEP_TIMEOUT_ATTEMPTS
-        if (!again) throw err
+        if (code === LOCK_NOT_AVAILABLE) lockWaits++
+        else if (code === QUERY_CANCELED) timeouts++
+        else throw err
+        if (lockWaits === STEP_LOCK_ATTEMPTS || timeouts === STEP_TIMEOUT_ATTEMPTS) throw err
         log.info({ attempt: lockWaits + timeouts }, code === LOCK_NOT_AVAILABLE
           ? 'a migration step waited too long for a lock; trying again'
           : 'a migration step ran past its time bound; trying again')
