@@ -6,7 +6,7 @@ import t from 'tap'
 import { IDEMPOTENCY_KEY_RETENTION_HOURS } from '../../plugins/app/idempotency-keys-sweep.js'
 import { REMOVAL_BATCH as SWEEP_BATCH, REMOVAL_PAUSE_MS as SWEEP_PAUSE_MS } from '../../src/db/batched-removal.js'
 import { build, call, getToken } from '../helper.js'
-import { createDatabase, NEEDS_SERVER, pgClient } from '../helpers/database.js'
+import { createDatabase, NEEDS_SERVER, ON_CITUS, pgClient } from '../helpers/database.js'
 import { waitUntil } from '../helpers/wait.js'
 
 const RETENTION_SECONDS = IDEMPOTENCY_KEY_RETENTION_HOURS * 3600
@@ -52,11 +52,19 @@ t.test('the service sweeps by itself from its start, and a key within its retent
   await db.query("UPDATE idempotency_keys SET created_at = now() - make_interval(hours => $1) + interval '1 minute' WHERE key = 'kept'",
     [IDEMPOTENCY_KEY_RETENTION_HOURS])
   await db.query(STORE_KEYS, ['expired', SWEEP_BATCH * 3, IDEMPOTENCY_KEY_RETENTION_HOURS + 2])
+  // When each delete ended, by the server's clock (a statement-level trigger). Not on a Citus
+  // coordinator, which runs no trigger of a distributed table
+  if (!ON_CITUS) {
+    await db.query(`CREATE TABLE sweep_deletes (at timestamptz NOT NULL);
+      CREATE FUNCTION note_sweep_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN INSERT INTO sweep_deletes VALUES (clock_timestamp()); RETURN NULL; END $$;
+      CREATE TRIGGER note_sweep_delete AFTER DELETE ON idempotency_keys FOR EACH STATEMENT EXECUTE FUNCTION note_sweep_delete()`)
+  }
 
-  // A second instance starting on the database: its sweep runs without being asked
-  const second = await build(t, dbUrl)
+  // A second instance starting on the database: its sweep runs without being asked, its first
+  // batch before the instance is ready (which build awaits)
   const starting = performance.now()
-  await second.ready()
+  const second = await build(t, dbUrl)
   const left = (await db.query<{ count: number }>(COUNT_KEYS, ['expired'])).rows[0]!.count
   t.ok(left <= SWEEP_BATCH * 2, `a batch removed before the instance was ready (${left} left)`)
   await waitUntil(async () =>
@@ -65,6 +73,12 @@ t.test('the service sweeps by itself from its start, and a key within its retent
   t.comment(`${SWEEP_BATCH * 3} expired keys removed within ${took} ms of the start`)
   // Three batches, a pause after each full one: never the whole backlog at once
   t.ok(took >= 2 * SWEEP_PAUSE_MS, `spread over ${took} ms, at least two pauses of ${SWEEP_PAUSE_MS} ms`)
+  if (!ON_CITUS) {
+    const { rows: gaps } = await db.query<{ ms: number }>(
+      'SELECT (extract(epoch FROM at - lag(at) OVER (ORDER BY at)) * 1000)::float8 AS ms FROM sweep_deletes ORDER BY at OFFSET 1 LIMIT 2')
+    t.equal(gaps.length, 2, 'precondition: three deletes, one a batch')
+    t.ok(gaps.every(({ ms }) => ms >= SWEEP_PAUSE_MS), `a pause of ${SWEEP_PAUSE_MS} ms before each batch after the first (${gaps.map(({ ms }) => Math.round(ms)).join(', ')} ms)`)
+  }
   const again = await call(second, token, { method: 'POST', url: '/book', payload: book, headers: { 'idempotency-key': '"kept"' } })
   t.strictSame(again.body, created.body, 'the kept key still answers with its book')
 })
