@@ -3,7 +3,9 @@
  * @fastify/postgres once migrate has brought the tables up to date: the pages of `GET /books`,
  * every book in id order or a walk (src/listing.ts), and the pages a long listing reads ahead
  * (src/listing-stream.ts), each written by PostgreSQL in the format the listing answers (the
- * envelope's JSON, CSV or NDJSON: `PageFormat`). Every page query runs within `fastify.readBudget`
+ * envelope's JSON, CSV or NDJSON: `PageFormat`); the CSV pages of every book in id order (an
+ * export) are COPY's own output (src/db/copy-out.ts), which costs PostgreSQL less than half of
+ * writing them in a query. Every page query runs within `fastify.readBudget`
  * (plugins/app/read-budget.ts), counted for the client that asked; a page with a filter runs
  * within LISTING_BUDGET_MS (`budgetedQuery`, below). The statements: src/db/listings-sql.ts.
  */
@@ -13,8 +15,8 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { batched } from '../../src/db/batch.js'
 import { BOOK_COLUMNS } from '../../src/db/books-sql.js'
-import { CHANGED_BY, LISTING_PAGE, LISTING_PAGE_BEYOND, SORT_KEYS, pageText, walkFilters, type PageFormat } from '../../src/db/listings-sql.js'
-import { boundedQueryOn, boundedTransaction } from '../../src/db/bounded-query.js'
+import { CHANGED_BY, LISTING_PAGE, LISTING_PAGE_BEYOND, SORT_KEYS, copyPageAfter, copyPageBeyond, pageText, walkFilters, type PageFormat } from '../../src/db/listings-sql.js'
+import { boundedCopyOut, boundedQueryOn, boundedTransaction } from '../../src/db/bounded-query.js'
 import type { SqlDialect } from '../../src/db/dialect.js'
 import { ListingOverBudget, hasFilter, type Position, type Walk } from '../../src/listing.js'
 import type { ListingPage, PageBeyond } from '../../src/listing-stream.js'
@@ -180,6 +182,13 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
 
   async function pageAfter (afterId: string, limit: number, client: string | null, format: PageFormat, signal?: AbortSignal): Promise<ListingPage> {
     const run = client === null ? readBudget : readBudget.of(client)
+    if (format === 'csv') {
+      const { text, count, last } = await run(() => {
+        signal?.throwIfAborted()
+        return boundedCopyOut(pg.pool, copyPageAfter(afterId, limit))
+      })
+      return { count, last: last === null ? null : { key: null, id: last, snapshot: null }, text }
+    }
     const { rows: [row] } = await run(() => {
       // A listing whose client left while this waited for its turn needs it no more
       signal?.throwIfAborted()
@@ -189,6 +198,13 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
   }
 
   async function pageBeyond (after: Position, skip: number, limit: number, client: string, format: PageFormat, signal?: AbortSignal): Promise<PageBeyond> {
+    if (format === 'csv') {
+      const { after: startsAfter, text, count, last } = await readBudget.of(client)(() => {
+        signal?.throwIfAborted()
+        return boundedCopyOut(pg.pool, copyPageBeyond(after.id, skip, limit), { startsAfter: true })
+      })
+      return { after: startsAfter, count, last: last === null ? null : { key: null, id: last, snapshot: null }, text }
+    }
     const { rows: [row] } = await readBudget.of(client)(() => {
       signal?.throwIfAborted()
       return query<{ after_id: string | null, count: number, last_id: string | null, text: string }>(LISTING_PAGE_BEYOND[format], [after.id, skip, limit])

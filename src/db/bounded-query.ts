@@ -1,4 +1,5 @@
 import type { Pool, PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg'
+import { CopyOut, type CopiedRows } from './copy-out.js'
 import { BEGIN_BOUNDED } from './time-bounds.js'
 
 /** SQLSTATE read_only_sql_transaction: what a standby answers to a write. */
@@ -50,7 +51,7 @@ export function boundedQueryOn (pool: Pool) {
  * not a fault: discarding its connection would have every such request open a new one.
  */
 export async function boundedTransaction<R extends QueryResultRow[]> (
-  pool: Pool, queries: QueryConfig[], keepAfter: (err: unknown) => boolean = () => false
+  pool: Pool, queries: Array<QueryConfig | CopyOut>, keepAfter: (err: unknown) => boolean = () => false
 ): Promise<{ [K in keyof R]: QueryResult<R[K]> }> {
   // A lost connection fails these queries; its `error` event has a listener from the pool's
   // making of it (src/db/lost-connections.ts)
@@ -59,7 +60,8 @@ export async function boundedTransaction<R extends QueryResultRow[]> (
   try {
     const checking = onPrimary.has(client) ? null : client.query<{ standby: boolean }>(IS_STANDBY)
     const begun = client.query(BEGIN_BOUNDED)
-    const statements = queries.map((query) => client.query(query))
+    // A COPY's query is its own answer, settled through `copied`
+    const statements = queries.map((query) => query instanceof CopyOut ? (client.query(query), query.copied) : client.query(query))
     ended = client.query('COMMIT')
     const [check, , ...results] = await Promise.all([checking, begun, ...statements, ended])
     if (check?.rows[0]?.standby === true) throw new StandbyConnectionError()
@@ -71,4 +73,14 @@ export async function boundedTransaction<R extends QueryResultRow[]> (
     client.release(clean ? undefined : err as Error)
     throw err
   }
+}
+
+/**
+ * The rows of `COPY (<select>) TO STDOUT CSV` (`statement`), in a transaction of its own, bounded
+ * and written together as `boundedQuery`'s statement (src/db/copy-out.ts).
+ */
+export async function boundedCopyOut (pool: Pool, statement: string, options?: { startsAfter?: boolean }): Promise<CopiedRows> {
+  const copy = new CopyOut(statement, options)
+  await boundedTransaction(pool, [copy])
+  return copy.copied
 }

@@ -37,9 +37,11 @@ export function pageText (format: PageFormat, order: string): string {
   return `coalesce(string_agg(${line}, ${separator} ORDER BY ${order}), '')`
 }
 
-const FORMATS: readonly PageFormat[] = ['json', 'csv', 'ndjson']
-const byFormat = (statement: (format: PageFormat) => string) =>
-  Object.fromEntries(FORMATS.map((format) => [format, statement(format)])) as Record<PageFormat, string>
+/** The formats whose pages of every book in id order PostgreSQL writes in a query; CSV's come from COPY (below). */
+type QueryPageFormat = Exclude<PageFormat, 'csv'>
+const QUERY_FORMATS: readonly QueryPageFormat[] = ['json', 'ndjson']
+const byFormat = (statement: (format: QueryPageFormat) => string) =>
+  Object.fromEntries(QUERY_FORMATS.map((format) => [format, statement(format)])) as Record<QueryPageFormat, string>
 
 const pageColumns = (format: PageFormat) => `count(*)::int4 AS count, max(id)::text AS last_id, ${pageText(format, 'id')} AS text`
 /** A page of the listing of every book in id order: up to $2 books after id $1, in each format. */
@@ -52,6 +54,30 @@ export const LISTING_PAGE_BEYOND = byFormat((format) => `WITH boundary AS MATERI
          )
          SELECT (SELECT id FROM boundary)::text AS after_id, ${pageColumns(format)}
          FROM (SELECT ${BOOK_COLUMNS} FROM books WHERE id > (SELECT id FROM boundary) ORDER BY id LIMIT $3) page`)
+
+/** A number written into a COPY statement, which takes no parameters: digits, or it throws. */
+function literal (value: string | number): string {
+  const text = String(value)
+  if (!/^[0-9]+$/.test(text)) throw new TypeError(`not a number to write into a statement: ${text}`)
+  return text
+}
+
+/**
+ * A CSV page of the listing of every book in id order, as COPY writes it (src/db/copy-out.ts
+ * ends its lines in CRLF): up to `limit` books after id `afterId`.
+ */
+export const copyPageAfter = (afterId: string, limit: number) =>
+  `COPY (SELECT ${BOOK_COLUMNS} FROM books WHERE id > ${literal(afterId)} ORDER BY id LIMIT ${literal(limit)}) TO STDOUT CSV`
+
+/**
+ * A CSV page read ahead, as COPY writes it: the book `skip` books after `afterId` (the one the
+ * page starts after, for the listing to check: src/db/copy-out.ts `startsAfter`), then up to
+ * `limit` books after it.
+ */
+export const copyPageBeyond = (afterId: string, skip: number, limit: number) =>
+  `COPY (SELECT ${BOOK_COLUMNS} FROM books WHERE id >= ` +
+  `(SELECT id FROM books WHERE id > ${literal(afterId)} ORDER BY id OFFSET ${literal(skip - 1)} LIMIT 1) ` +
+  `ORDER BY id LIMIT ${literal(limit + 1)}) TO STDOUT CSV`
 
 /** The expression each sort orders by: titles and authors by code point, as their indexes are. */
 export const SORT_KEYS = { id: 'id', title: 'title COLLATE "C"', author: 'author COLLATE "C"', year: 'year' } as const

@@ -216,12 +216,19 @@ t.test('batched statements', async (t) => {
       t.ok(ahead > 0, `${ahead} pages read ahead`)
     }
     const at = (i: number) => ({ key: null, id: ids[i]!, snapshot: null })
-    const beyond = await repository.pageBeyond!(at(9), 5, 3, '192.0.2.1', 'json')
-    t.strictSame({ after: beyond.after, count: beyond.count, last: beyond.last?.id },
-      { after: ids[14], count: 3, last: ids[17] }, 'the 3 books after the 5 after the tenth')
-    t.strictSame((JSON.parse(`[${beyond.text}]`) as Array<{ id: number }>).map((book) => String(book.id)), ids.slice(15, 18))
-    const past = await repository.pageBeyond!(at(ids.length - 3), 3, 10, '192.0.2.1', 'json')
-    t.strictSame({ after: past.after, count: past.count, last: past.last, text: past.text }, { after: null, count: 0, last: null, text: '' },
-      'past the last book: where it would start is none, and no books')
+    // The ids of a page's text: the envelope's objects, or CSV lines (COPY's own, on a server)
+    const idsOf = { json: (text: string) => (JSON.parse(`[${text}]`) as Array<{ id: number }>).map((book) => String(book.id)), csv: (text: string) => text.split('\r\n').slice(0, -1).map((line) => line.split(',')[0]!) }
+    for (const format of ['json', 'csv'] as const) {
+      const beyond = await repository.pageBeyond!(at(9), 5, 3, '192.0.2.1', format)
+      t.strictSame({ after: beyond.after, count: beyond.count, last: beyond.last?.id },
+        { after: ids[14], count: 3, last: ids[17] }, `${format}: the 3 books after the 5 after the tenth`)
+      t.strictSame(idsOf[format](beyond.text), ids.slice(15, 18))
+      const atLast = await repository.pageBeyond!(at(ids.length - 4), 3, 10, '192.0.2.1', format)
+      t.strictSame({ after: atLast.after, count: atLast.count, last: atLast.last, text: atLast.text }, { after: ids.at(-1), count: 0, last: null, text: '' },
+        `${format}: starting after the last book: no books`)
+      const past = await repository.pageBeyond!(at(ids.length - 3), 3, 10, '192.0.2.1', format)
+      t.strictSame({ after: past.after, count: past.count, last: past.last, text: past.text }, { after: null, count: 0, last: null, text: '' },
+        `${format}: past the last book: where it would start is none, and no books`)
+    }
   })
 })
