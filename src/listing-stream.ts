@@ -25,12 +25,13 @@ export const GROWN_PAGE_ROWS = 250_000
 
 /**
  * A page of a listing: its books as the listing's format writes them (comma-separated Book JSON
- * for the envelope, or lines of CSV or NDJSON), their count, where it ended.
+ * for the envelope, or lines of CSV or NDJSON; the UTF-8 bytes where they came as bytes, as COPY's
+ * CSV does), their count, where it ended.
  */
 export interface ListingPage {
   count: number
   last: Position | null
-  text: string
+  text: string | Buffer
 }
 
 /** How the pages of a listing's answer join: what comes before each page after the first, what ends the answer. */
@@ -197,7 +198,7 @@ export function listingStream (head: string, first: ListingPage, firstLimit: num
         return end(stream)
       }
       plan(waited)
-      stream.push(`${joins.between}${page.text}`)
+      stream.push(joins.between === '' ? page.text : `${joins.between}${page.text}`)
     }, (err: Error) => stream.destroy(err))
   }
 

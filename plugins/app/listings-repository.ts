@@ -185,7 +185,7 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
     if (format === 'csv') {
       const { text, count, last } = await run(() => {
         signal?.throwIfAborted()
-        return boundedCopyOut(pg.pool, copyPageAfter(afterId, limit))
+        return boundedCopyOut(pg.pool, copyPageAfter(afterId, limit), { rows: limit })
       })
       return { count, last: last === null ? null : { key: null, id: last, snapshot: null }, text }
     }
@@ -201,7 +201,7 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
     if (format === 'csv') {
       const { after: startsAfter, text, count, last } = await readBudget.of(client)(() => {
         signal?.throwIfAborted()
-        return boundedCopyOut(pg.pool, copyPageBeyond(after.id, skip, limit), { startsAfter: true })
+        return boundedCopyOut(pg.pool, copyPageBeyond(after.id, skip, limit), { startsAfter: true, rows: limit + 1 })
       })
       return { after: startsAfter, count, last: last === null ? null : { key: null, id: last, snapshot: null }, text }
     }

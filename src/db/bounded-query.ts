@@ -79,7 +79,7 @@ export async function boundedTransaction<R extends QueryResultRow[]> (
  * The rows of `COPY (<select>) TO STDOUT CSV` (`statement`), in a transaction of its own, bounded
  * and written together as `boundedQuery`'s statement (src/db/copy-out.ts).
  */
-export async function boundedCopyOut (pool: Pool, statement: string, options?: { startsAfter?: boolean }): Promise<CopiedRows> {
+export async function boundedCopyOut (pool: Pool, statement: string, options?: { startsAfter?: boolean, rows?: number }): Promise<CopiedRows> {
   const copy = new CopyOut(statement, options)
   await boundedTransaction(pool, [copy])
   return copy.copied

@@ -8,7 +8,8 @@
  *
  * PostgreSQL sends a COPY's output one row per CopyData message (the protocol's rule), each
  * ended by LF, whatever LFs its quoted fields hold: each row's end is written as CRLF here
- * (RFC 4180), at no cost beyond the copy of its bytes.
+ * (RFC 4180), at no cost beyond the copy of its bytes. The rows stay bytes, sent as they are:
+ * as text they would be decoded from UTF-8 here only to be encoded again for the socket.
  */
 import pg from 'pg'
 
@@ -18,8 +19,8 @@ interface CopyDataMessage {
 }
 
 export interface CopiedRows {
-  /** The rows, each ended by CRLF. */
-  text: string
+  /** The rows, each ended by CRLF (UTF-8). */
+  text: Buffer
   count: number
   /** The first field of the last row (the id a page ends with); null without rows. */
   last: string | null
@@ -30,6 +31,7 @@ export interface CopiedRows {
 const LF = 0x0a
 const CR = 0x0d
 const COMMA = 0x2c
+const ROOM_PER_ROW = 64
 
 /** A row's first field: an id, which COPY writes as digits. */
 const firstField = (bytes: Buffer, start: number) => bytes.toString('latin1', start, bytes.indexOf(COMMA, start))
@@ -38,7 +40,7 @@ export class CopyOut extends pg.Query {
   /** The statement's rows, once it has ended; rejected with its failure. */
   readonly copied: Promise<CopiedRows>
   // Private (#): the instance holds node-postgres's own fields (`rows`, `text`...), which a name of ours must not shadow
-  #bytes = Buffer.allocUnsafe(64 * 1024)
+  #bytes: Buffer
   #length = 0
   #count = 0
   #lastStart = 0
@@ -46,9 +48,14 @@ export class CopyOut extends pg.Query {
   #leading: number
   #malformed = false
 
-  /** `startsAfter`: the first row only says where the others start after. */
-  constructor (statement: string, { startsAfter = false } = {}) {
+  /**
+   * `startsAfter`: the first row only says where the others start after. `rows`: how many are
+   * expected, for which room is taken at once (a page is then one allocation, the rows of an
+   * export averaging about 50 bytes); more rows take more.
+   */
+  constructor (statement: string, { startsAfter = false, rows = 1000 } = {}) {
     super(statement)
+    this.#bytes = Buffer.allocUnsafe(rows * ROOM_PER_ROW)
     this.#leading = startsAfter ? 1 : 0
     this.copied = new Promise((resolve, reject) => {
       // node-postgres calls a query back once, after its end or its failure
@@ -74,8 +81,10 @@ export class CopyOut extends pg.Query {
       this.#bytes = grown
     }
     this.#lastStart = this.#length
-    this.#length += chunk.copy(this.#bytes, this.#length, 0, chunk.length - 1)
-    this.#bytes[this.#length++] = CR
+    // The row with its LF, which then becomes CR, LF
+    this.#bytes.set(chunk, this.#length)
+    this.#length += chunk.length
+    this.#bytes[this.#length - 1] = CR
     this.#bytes[this.#length++] = LF
     this.#count++
   }
@@ -84,7 +93,7 @@ export class CopyOut extends pg.Query {
     const bytes = this.#bytes
     const count = this.#count
     return {
-      text: bytes.toString('utf8', 0, this.#length),
+      text: bytes.subarray(0, this.#length),
       count,
       last: count === 0 ? null : firstField(bytes, this.#lastStart),
       after: this.#after
