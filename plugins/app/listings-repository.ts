@@ -180,41 +180,32 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
     }
   }
 
+  /** A page of every book in id order as it is read: the id it ends with (and starts after, read ahead). */
+  interface IdPage { count: number, last: string | null, text: string | Buffer, after?: string | null }
+  const atId = (id: string | null): Position | null => id === null ? null : { key: null, id, snapshot: null }
+
   async function pageAfter (afterId: string, limit: number, client: string | null, format: PageFormat, signal?: AbortSignal): Promise<ListingPage> {
     const run = client === null ? readBudget : readBudget.of(client)
-    if (format === 'csv') {
-      const { text, count, last } = await run(() => {
-        signal?.throwIfAborted()
-        return boundedCopyOut(pg.pool, copyPageAfter(afterId, limit), { rows: limit })
-      })
-      return { count, last: last === null ? null : { key: null, id: last, snapshot: null }, text }
-    }
-    const { rows: [row] } = await run(() => {
+    const { count, last, text } = await run<IdPage>(() => {
       // A listing whose client left while this waited for its turn needs it no more
       signal?.throwIfAborted()
-      return query<{ count: number, last_id: string | null, text: string }>(LISTING_PAGE[format], [afterId, limit])
+      return format === 'csv'
+        ? boundedCopyOut(pg.pool, copyPageAfter(afterId, limit), { rows: limit })
+        : query<{ count: number, last_id: string | null, text: string }>(LISTING_PAGE[format], [afterId, limit])
+          .then(({ rows: [row] }) => ({ count: row!.count, last: row!.last_id, text: row!.text }))
     })
-    return { count: row!.count, last: row!.last_id === null ? null : { key: null, id: row!.last_id, snapshot: null }, text: row!.text }
+    return { count, last: atId(last), text }
   }
 
   async function pageBeyond (after: Position, skip: number, limit: number, client: string, format: PageFormat, signal?: AbortSignal): Promise<PageBeyond> {
-    if (format === 'csv') {
-      const { after: startsAfter, text, count, last } = await readBudget.of(client)(() => {
-        signal?.throwIfAborted()
-        return boundedCopyOut(pg.pool, copyPageBeyond(after.id, skip, limit), { startsAfter: true, rows: limit + 1 })
-      })
-      return { after: startsAfter, count, last: last === null ? null : { key: null, id: last, snapshot: null }, text }
-    }
-    const { rows: [row] } = await readBudget.of(client)(() => {
+    const { after: startsAfter = null, count, last, text } = await readBudget.of(client)<IdPage>(() => {
       signal?.throwIfAborted()
-      return query<{ after_id: string | null, count: number, last_id: string | null, text: string }>(LISTING_PAGE_BEYOND[format], [after.id, skip, limit])
+      return format === 'csv'
+        ? boundedCopyOut(pg.pool, copyPageBeyond(after.id, skip, limit), { startsAfter: true, rows: limit + 1 })
+        : query<{ after_id: string | null, count: number, last_id: string | null, text: string }>(LISTING_PAGE_BEYOND[format], [after.id, skip, limit])
+          .then(({ rows: [row] }) => ({ after: row!.after_id, count: row!.count, last: row!.last_id, text: row!.text }))
     })
-    return {
-      after: row!.after_id,
-      count: row!.count,
-      last: row!.last_id === null ? null : { key: null, id: row!.last_id, snapshot: null },
-      text: row!.text
-    }
+    return { after: startsAfter, count, last: atId(last), text }
   }
 
   /**
