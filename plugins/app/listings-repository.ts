@@ -4,10 +4,11 @@
  * every book in id order or a walk (src/listing.ts), and the pages a long listing reads ahead
  * (src/listing-stream.ts), each written by PostgreSQL in the format the listing answers (the
  * envelope's JSON, CSV or NDJSON: `PageFormat`); the CSV pages of every book in id order (an
- * export) are COPY's own output (src/db/copy-out.ts), which costs PostgreSQL less than half of
- * writing them in a query. Every page query runs within `fastify.readBudget`
- * (plugins/app/read-budget.ts), counted for the client that asked; a page with a filter runs
- * within LISTING_BUDGET_MS (`budgetedQuery`, below). The statements: src/db/listings-sql.ts.
+ * export) are COPY's own output (src/db/copy-out.ts), which costs PostgreSQL far less than
+ * writing them in a query (docs/performance.md, Bulk import and export). Every page query runs
+ * within `fastify.readBudget` (plugins/app/read-budget.ts), counted for the client that asked; a
+ * page with a filter runs within LISTING_BUDGET_MS (`budgetedQuery`, below). The statements:
+ * src/db/listings-sql.ts.
  */
 import type { PostgresDb } from '@fastify/postgres'
 import type { QueryResult, QueryResultRow } from 'pg'

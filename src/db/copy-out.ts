@@ -50,8 +50,8 @@ export class CopyOut extends pg.Query {
 
   /**
    * `startsAfter`: the first row only says where the others start after. `rows`: how many are
-   * expected, for which room is taken at once (a page is then one allocation, the rows of an
-   * export averaging about 50 bytes); more rows take more.
+   * expected, for which room is taken at once (ROOM_PER_ROW each, a little more than most books
+   * take), so that a page is mostly one allocation; longer rows take more.
    */
   constructor (statement: string, { startsAfter = false, rows = 1000 } = {}) {
     super(statement)
