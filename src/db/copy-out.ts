@@ -45,7 +45,8 @@ export class CopyOut extends pg.Query {
   #count = 0
   #lastStart = 0
   #after: string | null = null
-  #leading: number
+  /** Whether the next row is the one that only says where the others start after. */
+  #leading: boolean
   #malformed = false
 
   /**
@@ -56,7 +57,7 @@ export class CopyOut extends pg.Query {
   constructor (statement: string, { startsAfter = false, rows = 1000 } = {}) {
     super(statement)
     this.#bytes = Buffer.allocUnsafe(rows * ROOM_PER_ROW)
-    this.#leading = startsAfter ? 1 : 0
+    this.#leading = startsAfter
     this.copied = new Promise((resolve, reject) => {
       // node-postgres calls a query back once, after its end or its failure
       const self = this as unknown as { callback: (err?: Error | null) => void }
@@ -70,8 +71,8 @@ export class CopyOut extends pg.Query {
 
   handleCopyData ({ chunk }: CopyDataMessage): void {
     if (chunk[chunk.length - 1] !== LF) this.#malformed = true
-    if (this.#leading > 0) {
-      this.#leading--
+    if (this.#leading) {
+      this.#leading = false
       this.#after = firstField(chunk, 0)
       return
     }
@@ -92,8 +93,11 @@ export class CopyOut extends pg.Query {
   #result (): CopiedRows {
     const bytes = this.#bytes
     const count = this.#count
+    const rows = bytes.subarray(0, this.#length)
     return {
-      text: bytes.subarray(0, this.#length),
+      // A page far smaller than its room (the last of an export, rows shorter than most) gets a
+      // buffer of its own size: a listing that stops reading holds its pages, never their room
+      text: 2 * rows.length < bytes.length ? Buffer.from(rows) : rows,
       count,
       last: count === 0 ? null : firstField(bytes, this.#lastStart),
       after: this.#after

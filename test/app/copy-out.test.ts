@@ -30,6 +30,9 @@ t.test('COPY TO on a pipelining pool', { skip: STORE_INDEPENDENT }, async (t) =>
     t.strictSame({ ...copied, text: copied.text.toString() }, { text: row(1) + row(2) + row(3), count: 3, last: '3', after: null })
     const ahead = await boundedCopyOut(pool, 'COPY (SELECT g, g * 10 FROM generate_series(7, 9) g) TO STDOUT CSV', { startsAfter: true })
     t.strictSame({ ...ahead, text: ahead.text.toString() }, { text: '8,80\r\n9,90\r\n', count: 2, last: '9', after: '7' }, 'the first row read only for where the others start after')
+    const few = await boundedCopyOut(pool, 'COPY (SELECT 1, 2) TO STDOUT CSV', { rows: 1000 })
+    t.ok(few.text.buffer.byteLength <= Math.max(2 * few.text.length, Buffer.poolSize),
+      `a page far smaller than the room taken for it holds no more than its own size (${few.text.buffer.byteLength} bytes)`)
     const none = await boundedCopyOut(pool, 'COPY (SELECT 1 WHERE false) TO STDOUT CSV')
     t.strictSame({ ...none, text: none.text.toString() }, { text: '', count: 0, last: null, after: null })
   })
