@@ -87,6 +87,7 @@ async function * answerText (spool: ImportSpool, ids: IdRun[], format: AnswerFor
 const importRoute: FastifyPluginAsyncTypebox = async (fastify) => {
   const { importsRepository, config, connections } = fastify
   const limited = guardBookRoutes(fastify)
+  const importBounds = { maxBytes: config.IMPORT_MAX_BYTES, maxBooks: config.IMPORT_MAX_BOOKS }
   let running = 0
 
   // Bounds checked before the body is read, after the token: its length, then a place
@@ -130,14 +131,16 @@ const importRoute: FastifyPluginAsyncTypebox = async (fastify) => {
     const problems: ImportProblem[] = []
     let problemCount = 0
     let books = 0
-    for await (const item of readImport(body, format, { maxBytes: config.IMPORT_MAX_BYTES, maxBooks: config.IMPORT_MAX_BOOKS })) {
-      if (item.kind === 'book') {
-        books = Math.max(books, item.index)
-        continue
+    for await (const items of readImport(body, format, importBounds)) {
+      for (const item of items) {
+        if (item.kind === 'book') {
+          books = Math.max(books, item.index)
+          continue
+        }
+        problemCount++
+        if (item.problem.book !== null) books = Math.max(books, item.problem.book)
+        if (problems.length < REPORTED_PROBLEMS) problems.push(item.problem)
       }
-      problemCount++
-      if (item.problem.book !== null) books = Math.max(books, item.problem.book)
-      if (problems.length < REPORTED_PROBLEMS) problems.push(item.problem)
     }
     return envelope(200, Message.ImportChecked, { books, valid: problemCount === 0, problems, problem_count: problemCount })
   }
@@ -145,10 +148,13 @@ const importRoute: FastifyPluginAsyncTypebox = async (fastify) => {
   /** The body's books spooled, with their fingerprint; the first problem refuses the import. */
   async function spoolImport (body: AsyncIterable<Buffer>, format: ImportFormat, spool: ImportSpool) {
     const fingerprint = importFingerprint()
-    for await (const item of readImport(body, format, { maxBytes: config.IMPORT_MAX_BYTES, maxBooks: config.IMPORT_MAX_BOOKS })) {
-      if (item.kind === 'problem') throw new ApiError(400, Message.InvalidImport)
-      await spool.write(item.book)
-      fingerprint.add(item.book)
+    for await (const items of readImport(body, format, importBounds)) {
+      const books = items.map((item) => {
+        if (item.kind === 'problem') throw new ApiError(400, Message.InvalidImport)
+        fingerprint.add(item.book)
+        return item.book
+      })
+      await spool.write(books)
     }
     await spool.flush()
     return fingerprint.digest()

@@ -27,19 +27,31 @@ export class ImportTooLarge extends Error {
 }
 
 /**
- * The books and problems of an import body, in input order. Throws ImportTooLarge as soon as
- * the body goes over `maxBytes` (before reading what goes over) or its books over `maxBooks`.
- * Ends after a fatal problem, whatever the body still holds (the caller may stop reading it).
+ * The books and problems of an import body, in input order, in batches (those of a chunk of the
+ * body). Throws ImportTooLarge as soon as the body goes over `maxBytes` (before reading what goes
+ * over) or its books over `maxBooks`. Ends after a fatal problem, whatever the body still holds
+ * (the caller may stop reading it).
+ *
+ * Batches, not items: a caller that takes a batch at once lets its books die young; an await per
+ * item would keep a chunk's books alive long enough for the collector to move them into its old
+ * generation, which grows by tens of MB between two of its collections.
  */
-export async function * readImport (body: AsyncIterable<Buffer>, format: ImportFormat, bounds: ImportBounds): AsyncGenerator<ImportItem> {
-  // The readers give their items in batches (those of a chunk): one await per item, not one per reader
+export async function * readImport (body: AsyncIterable<Buffer>, format: ImportFormat, bounds: ImportBounds): AsyncGenerator<ImportItem[]> {
   for await (const items of READERS[format](bounded(body, bounds.maxBytes))) {
-    for (const item of items) {
-      const index = item.kind === 'book' ? item.index : item.problem.book
-      if (index !== null && index > bounds.maxBooks) throw new ImportTooLarge('books', bounds.maxBooks)
-      yield item
-    }
+    // The places only grow: the batch's last is its largest
+    if (lastPlace(items) > bounds.maxBooks) throw new ImportTooLarge('books', bounds.maxBooks)
+    if (items.length > 0) yield items
   }
+}
+
+/** The place among the input's books of the last item that is one book's, or 0. */
+function lastPlace (items: ImportItem[]): number {
+  for (let at = items.length - 1; at >= 0; at--) {
+    const item = items[at]!
+    const place = item.kind === 'book' ? item.index : item.problem.book
+    if (place !== null) return place
+  }
+  return 0
 }
 
 const READERS: Record<ImportFormat, (body: AsyncIterable<Buffer>) => AsyncGenerator<ImportItem[]>> = {

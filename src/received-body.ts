@@ -10,8 +10,11 @@ import type { FileHandle } from 'node:fs/promises'
 import { openUnlinked } from './import-spool.js'
 import { ImportTooLarge } from './import-parse.js'
 
-/** What is read back at once. */
-const READ_BYTES = 256 * 1024
+/**
+ * What is read back at once: the books of a chunk are read, checked and spooled before the
+ * collector's next young-generation pass, so that they never reach its old generation.
+ */
+const READ_BYTES = 32 * 1024
 
 export class ReceivedBody {
   #closed = false

@@ -69,8 +69,8 @@ function createImportsRepository (pool: Pool, loader: ImportLoader) {
     const ids: IdRun[] = []
     if (spool.count > 0) {
       await client.query(CREATE_IMPORT_TABLE)
-      for await (const lines of spool.batches(loader.rows)) {
-        await loader.load(client, lines)
+      for await (const chunk of spool.chunks(loader.bytes)) {
+        await loader.load(client, chunk)
         progress()
       }
       for (let first = 1; first <= spool.count; first += INSERT_ROWS) {

@@ -7,7 +7,7 @@
  */
 import type { ClientBase } from 'pg'
 import { from as copyFrom } from 'pg-copy-streams'
-import { spooledBook } from '../import-spool.js'
+import { linesOf, spooledBook } from '../import-spool.js'
 import { BOOK_COLUMNS, logged } from './books-sql.js'
 
 /** Books per statement into `books`: each writes its rows, their indexes and their changes. */
@@ -49,30 +49,37 @@ export const STORE_IS_PGLITE = "SELECT version() LIKE '%(PGlite %' AS pglite"
  * whose socket loses the protocol's synchronization on `COPY ... FROM STDIN`.
  */
 export interface ImportLoader {
-  /** Lines per statement. */
-  readonly rows: number
+  /**
+   * Spooled bytes per statement, in whole lines: each statement well within the statement
+   * timeout whatever the lines hold (at the shortest, some 15 bytes a book).
+   */
+  readonly bytes: number
   /** Whether its client must not pipeline: node-postgres refuses a COPY stream on a pipelining client. */
   readonly needsPlainClient: boolean
-  load (client: ClientBase, lines: string[]): Promise<void>
+  /** Loads the lines of `chunk` (`ImportSpool.chunks`). */
+  load (client: ClientBase, chunk: Buffer): Promise<void>
 }
 
-/** `COPY ... FROM STDIN`, the lines as they are spooled (COPY's text format). */
+/**
+ * `COPY ... FROM STDIN` of the spooled bytes as they are (COPY's text format): never decoded,
+ * so that a million books do not become a million strings for the collector.
+ */
 export const COPY_LOADER: ImportLoader = {
-  rows: 100_000,
+  bytes: 2 * 1024 * 1024,
   needsPlainClient: true,
-  load: (client, lines) => new Promise((resolve, reject) => {
+  load: (client, chunk) => new Promise((resolve, reject) => {
     const copy = client.query(copyFrom('COPY book_import (n, title, author, year) FROM STDIN'))
     copy.on('error', reject).on('finish', () => resolve())
-    copy.end(`${lines.join('\n')}\n`)
+    copy.end(chunk)
   })
 }
 
 /** The spooled books as four arrays, one `INSERT ... SELECT FROM unnest(...)`. */
 export const UNNEST_LOADER: ImportLoader = {
-  rows: 10_000,
+  bytes: 512 * 1024,
   needsPlainClient: false,
-  async load (client, lines) {
-    const books = lines.map(spooledBook)
+  async load (client, chunk) {
+    const books = linesOf(chunk).map(spooledBook)
     await client.query('INSERT INTO book_import (n, title, author, year) SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::int4[])',
       [books.map((book) => book.n), books.map((book) => book.title), books.map((book) => book.author), books.map((book) => book.year)])
   }
