@@ -15,11 +15,13 @@ import { sleep, waitUntil } from './wait.js'
 /**
  * A `GET /books` on a raw socket that reads the first chunk of the answer (to see its status
  * line) and then stops reading for good: the kernel's buffers fill and the service is held back.
+ * With `accept`, an export in that format (the envelope without).
  */
-export function stalledListing (service: Service, token: string): Promise<{ socket: Socket, head: string }> {
+export function stalledListing (service: Service, token: string, accept?: string): Promise<{ socket: Socket, head: string }> {
   return new Promise((resolve, reject) => {
     const socket = connect({ port: service.port, host: '127.0.0.1' }, () => {
-      socket.write(`GET /books HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${token}\r\n\r\n`)
+      const asked = accept === undefined ? '' : `Accept: ${accept}\r\n`
+      socket.write(`GET /books HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${token}\r\n${asked}\r\n`)
     })
     socket.once('data', (chunk: Buffer) => {
       socket.pause()
@@ -64,7 +66,8 @@ export async function serviceWithBooks (t: Test) {
 }
 
 /**
- * LISTINGS stalled listings, opened in groups of 100 (so the listen backlog never overflows into
+ * LISTINGS stalled listings, every other one a CSV export (its pages are COPY's bytes, not a
+ * query's text: both kinds must stay bounded), opened in groups of 100 (so the listen backlog never overflows into
  * SYN retries), once they all stall: no query runs, seen twice a second apart, and the memory
  * did not grow in between (each page is read while the previous one is written, so nothing reads
  * any more once every client's buffers are full). Closed when the test ends.
@@ -73,7 +76,7 @@ export async function stallListings (t: Test, service: Service, token: string, a
   const listings: Array<{ socket: Socket, head: string }> = []
   t.teardown(() => listings.forEach(({ socket }) => socket.destroy()))
   for (let i = 0; i < LISTINGS; i += 100) {
-    listings.push(...await Promise.all(Array.from({ length: Math.min(100, LISTINGS - i) }, () => stalledListing(service, token))))
+    listings.push(...await Promise.all(Array.from({ length: Math.min(100, LISTINGS - i) }, (_, at) => stalledListing(service, token, at % 2 === 0 ? undefined : 'text/csv'))))
   }
   t.ok(listings.every(({ head }) => head.startsWith('HTTP/1.1 200 ')), `all ${LISTINGS} listings answered 200`)
   // No query at two looks a second apart could still be a gap between the turns of listings
