@@ -36,10 +36,17 @@
  * Every process it starts is stopped, its database dropped and its files removed (the service's
  * log is kept when the run fails), also when it is interrupted.
  *
+ * With BENCH_STORE=pglite the database is an embedded store (tools/bench/pglite-store.cjs: PGlite
+ * with the service's settings, served as `DB_URL=pglite:memory` serves it, in a worker thread of
+ * this script, so the service's memory is its own) and the reference is PGlite's own COPY of the
+ * same file into, and out of, the same database: `COPY ... FROM '/dev/blob'` and `TO '/dev/blob'`.
+ * PG CPU is then this process's beyond its main thread.
+ *
  * Environment: BENCH_BOOKS (1000000), BENCH_PROBE_PAUSE_MS (10), BENCH_PROBE_SECONDS (3),
  * BENCH_LOG_LEVEL (the service's, default warn), BENCH_PGBOUNCER (1: the service through a
- * PgBouncer in transaction pooling, the reference direct), TEST_DB_URL (the server, default
- * postgres://postgres@127.0.0.1:5432/postgres), PSQL (the psql program, default psql on PATH).
+ * PgBouncer in transaction pooling, the reference direct), BENCH_STORE (postgres, or pglite),
+ * TEST_DB_URL (the server, default postgres://postgres@127.0.0.1:5432/postgres), PSQL (the psql
+ * program, default psql on PATH).
  */
 const { spawn } = require('node:child_process')
 const { randomBytes } = require('node:crypto')
@@ -48,6 +55,7 @@ const http = require('node:http')
 const os = require('node:os')
 const path = require('node:path')
 const { setTimeout: sleep } = require('node:timers/promises')
+const { Worker } = require('node:worker_threads')
 const {
   admin, cpuSeconds, freePort, issueToken, markdownTable, positive, readAnswer, readMemory, request, runBenchmark, serviceCommand
 } = require('./common.cjs')
@@ -59,6 +67,10 @@ const LOG_LEVEL = process.env.BENCH_LOG_LEVEL ?? 'warn'
 const PSQL = process.env.PSQL ?? 'psql'
 /** The service through a PgBouncer in transaction pooling (docs/deploy/pgbouncer.ini); psql's `\copy` still direct. */
 const THROUGH_PGBOUNCER = process.env.BENCH_PGBOUNCER === '1'
+/** `postgres` (the server at TEST_DB_URL) or `pglite` (an embedded store, tools/bench/pglite-store.cjs). */
+const STORE = process.env.BENCH_STORE ?? 'postgres'
+if (!['postgres', 'pglite'].includes(STORE)) throw new Error(`BENCH_STORE is postgres or pglite, not ${STORE}`)
+if (STORE === 'pglite' && THROUGH_PGBOUNCER) throw new Error('BENCH_PGBOUNCER is for BENCH_STORE=postgres')
 
 /** The targets the figures are printed beside: the ratios to COPY, the memory, the p99 of point reads. */
 const IMPORT_RATIO_TARGET = 1.5
@@ -265,12 +277,14 @@ function watch ({ servicePid, idleRss, database }) {
       sample()
       const after = readMemory(servicePid)
       const self = process.cpuUsage(selfBefore)
+      const databaseCpu = database.total() - databaseBefore
       return {
         rssBefore: before?.rss ?? NaN,
         peakAboveIdle: Math.max(peak, after?.hwm ?? 0) - idleRss,
         serviceCpu: cpuSeconds(servicePid) - serviceBefore,
-        databaseCpu: database.total() - databaseBefore,
-        clientCpu: clientPid === null ? (self.user + self.system) / 1e6 - samplingCpu : clientCpu
+        databaseCpu,
+        // An embedded store in this process is not the client's
+        clientCpu: clientPid === null ? (self.user + self.system) / 1e6 - samplingCpu - (database.inThisProcess ? databaseCpu : 0) : clientCpu
       }
     }
   }
@@ -393,6 +407,71 @@ function describeProbe (samples) {
   return { count: samples.length, p50: percentile(ms, 50), p99: percentile(ms, 99), max: Math.max(...ms), statuses }
 }
 
+// --- the stores -----------------------------------------------------------------------------
+
+/**
+ * The database the service uses, and its store's own COPY of the same books as the reference:
+ * `copyIn(file, watcher)` and `copyOut(watcher)` answer `{ seconds }` and `{ seconds, bytes }`.
+ */
+async function serverStore (bench) {
+  const { dbUrl, pgVersion } = await bench.createDatabase()
+  const runOn = (command) => (watcher) => runPsql(dbUrl, command, (psqlPid) => watcher.setClient(psqlPid))
+  return {
+    dbUrl,
+    version: `PostgreSQL ${pgVersion}`,
+    database: new DatabaseCpu(new URL(dbUrl).pathname.slice(1)),
+    copyInLabel: 'psql \\copy books FROM file CSV (reference)',
+    copyOutLabel: 'psql \\copy (SELECT ... ORDER BY id) TO STDOUT CSV (reference)',
+    copyIn: (file, watcher) => runOn(`\\copy books (title, author, year) FROM '${file}' CSV HEADER`)(watcher),
+    copyOut: runOn('\\copy (SELECT id, title, author, year FROM books ORDER BY id) TO STDOUT CSV')
+  }
+}
+
+/**
+ * An embedded store in a worker thread of this process (tools/bench/pglite-store.cjs), as the
+ * service serves `pglite:memory` itself, apart from the service so that its memory is the
+ * service's alone; the reference is PGlite's own COPY from and to a file, on the same database.
+ * Its CPU is what this process spends beyond its main thread.
+ */
+async function pgliteStore (bench) {
+  const worker = new Worker(path.join(__dirname, 'pglite-store.cjs'))
+  const answer = () => new Promise((resolve, reject) => {
+    const failed = (err) => reject(new Error(`the PGlite store: ${err.message}`))
+    worker.once('error', failed).once('message', (message) => {
+      worker.off('error', failed)
+      if (message.error !== undefined) reject(new Error(`the PGlite store: ${message.error}`))
+      else resolve(message)
+    })
+  })
+  const { port } = await answer()
+  bench.onCleanup(async () => {
+    worker.postMessage('stop')
+    await answer().catch(() => {})
+    await worker.terminate()
+  })
+  const ask = (message) => {
+    const answered = answer()
+    worker.postMessage(message)
+    return answered
+  }
+  const dbUrl = `postgres://postgres@127.0.0.1:${port}/postgres`
+  const version = (await admin((client) => client.query('SELECT version() AS v'), dbUrl)).rows[0].v.split(' on ')[0]
+  // The main thread's CPU is this script's: the rest of the process is the store's (its thread, and
+  // the threads that collect its garbage, compile its WebAssembly and read its files)
+  const mainThread = `${process.pid}/task/${process.pid}`
+  return {
+    dbUrl,
+    version,
+    database: { inThisProcess: true, poll () {}, total: () => cpuSeconds(process.pid) - cpuSeconds(mainThread) },
+    // PGlite's own COPY has no client
+    referenceCosts: { clientCpu: null },
+    copyInLabel: "PGlite COPY books FROM '/dev/blob' CSV (reference)",
+    copyOutLabel: "PGlite COPY (SELECT ... ORDER BY id) TO '/dev/blob' CSV (reference)",
+    copyIn: (file) => ask({ copyIn: file }),
+    copyOut: () => ask({ copyOut: true })
+  }
+}
+
 // --- the service ----------------------------------------------------------------------------
 
 async function startService (bench, dbUrl, log) {
@@ -433,7 +512,7 @@ const verdict = (ok) => ok ? 'met' : 'MISSED'
 
 function costRow (label, seconds_, costs, ratioText) {
   return [label, seconds(seconds_), ratioText,
-    costs.serviceCpu === null ? '-' : seconds(costs.serviceCpu), seconds(costs.databaseCpu), seconds(costs.clientCpu),
+    costs.serviceCpu === null ? '-' : seconds(costs.serviceCpu), seconds(costs.databaseCpu), costs.clientCpu === null ? '-' : seconds(costs.clientCpu),
     costs.peakAboveIdle === null ? '-' : megabytes(costs.peakAboveIdle)]
 }
 
@@ -443,14 +522,14 @@ runBenchmark('bulk', async (bench) => {
     for (const file of ['books.csv', 'books.ndjson']) fs.rmSync(path.join(bench.tmpDir, file), { force: true })
     if (finished) fs.rmSync(bench.tmpDir, { recursive: true, force: true })
   })
-  const { dbUrl, pgVersion } = await bench.createDatabase()
-  const dbName = new URL(dbUrl).pathname.slice(1)
+  const store = STORE === 'pglite' ? await pgliteStore(bench) : await serverStore(bench)
+  const { dbUrl, database } = store
   const sql = (text, values) => admin((client) => client.query(text, values), dbUrl)
 
   const generated = performance.now()
   const files = await writeBooks(bench.tmpDir, BOOKS)
   console.log(`bench:bulk: ${BOOKS.toLocaleString('en-US')} books, CSV ${megabytes(files.csvBytes)} MB, NDJSON ${megabytes(files.ndjsonBytes)} MB ` +
-    `(generated in ${seconds((performance.now() - generated) / 1000)} s); PostgreSQL ${pgVersion}; ${os.cpus().length} cores` +
+    `(generated in ${seconds((performance.now() - generated) / 1000)} s); ${store.version}; ${os.cpus().length} cores` +
     (THROUGH_PGBOUNCER ? '; the service through PgBouncer' : ''))
 
   const log = fs.createWriteStream(path.join(bench.tmpDir, 'service.log'))
@@ -462,7 +541,6 @@ runBenchmark('bulk', async (bench) => {
   // What each step's peak is measured above: the service started, a token issued, nothing else
   const idleRss = readMemory(pid).rss
   console.log(`service started and migrated the database: books has ${indexes} indexes; idle RSS ${megabytes(idleRss)} MB\n`)
-  const database = new DatabaseCpu(dbName)
   const settle = async () => {
     await sql('CHECKPOINT')
     await sleep(500)
@@ -476,19 +554,19 @@ runBenchmark('bulk', async (bench) => {
   await settle()
   let watcher = watch({ servicePid: pid, idleRss, database })
   let costs
-  const copyIn = await runPsql(dbUrl, `\\copy books (title, author, year) FROM '${files.csvPath}' CSV HEADER`, (psqlPid) => watcher.setClient(psqlPid))
-  const copyInCosts = { ...watcher.stop(), serviceCpu: null, peakAboveIdle: null }
+  const copyIn = await store.copyIn(files.csvPath, watcher)
+  const copyInCosts = { ...watcher.stop(), serviceCpu: null, peakAboveIdle: null, ...store.referenceCosts }
   const copied = await countBooks()
-  if (copied !== BOOKS) throw new Error(`\\copy stored ${copied} books of ${BOOKS}`)
-  importRows.push(costRow('psql \\copy books FROM file CSV (reference)', copyIn.seconds, copyInCosts, '1.00'))
+  if (copied !== BOOKS) throw new Error(`the reference stored ${copied} books of ${BOOKS}`)
+  importRows.push(costRow(store.copyInLabel, copyIn.seconds, copyInCosts, '1.00'))
 
   // 2. The exports, of the books the reference stored
   await sql('VACUUM ANALYZE books')
   await settle()
   watcher = watch({ servicePid: pid, idleRss, database })
-  const copyOut = await runPsql(dbUrl, '\\copy (SELECT id, title, author, year FROM books ORDER BY id) TO STDOUT CSV', (psqlPid) => watcher.setClient(psqlPid))
-  const copyOutCosts = { ...watcher.stop(), serviceCpu: null, peakAboveIdle: null }
-  exportRows.push(costRow('psql \\copy (SELECT ... ORDER BY id) TO STDOUT CSV (reference)', copyOut.seconds, copyOutCosts, '1.00'))
+  const copyOut = await store.copyOut(watcher)
+  const copyOutCosts = { ...watcher.stop(), serviceCpu: null, peakAboveIdle: null, ...store.referenceCosts }
+  exportRows.push(costRow(store.copyOutLabel, copyOut.seconds, copyOutCosts, '1.00'))
   await settle()
   watcher = watch({ servicePid: pid, idleRss, database })
   const exported = await getCsv(port, token)
@@ -560,6 +638,8 @@ runBenchmark('bulk', async (bench) => {
   console.log(markdownTable(header, [...importRows, ...exportRows]))
   console.log()
   for (const line of lines) console.log(line)
-  console.log('\nPG CPU: the PostgreSQL processes of this database; client CPU: psql, or this script for the service')
+  console.log(STORE === 'pglite'
+    ? '\nPG CPU: the PGlite store (this process beyond its main thread); client CPU: this script\'s main thread, for the service'
+    : '\nPG CPU: the PostgreSQL processes of this database; client CPU: psql, or this script for the service')
   finished = true
 })
