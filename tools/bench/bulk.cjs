@@ -45,8 +45,8 @@
  * Environment: BENCH_BOOKS (1000000), BENCH_PROBE_PAUSE_MS (10), BENCH_PROBE_SECONDS (3),
  * BENCH_LOG_LEVEL (the service's, default warn), BENCH_PGBOUNCER (1: the service through a
  * PgBouncer in transaction pooling, the reference direct), BENCH_STORE (postgres, or pglite),
- * TEST_DB_URL (the server, default postgres://postgres@127.0.0.1:5432/postgres), PSQL (the psql
- * program, default psql on PATH).
+ * TEST_DB_URL (the server, default postgres://postgres@127.0.0.1:5432/postgres; a Citus
+ * coordinator, docs/development.md, Citus), PSQL (the psql program, default psql on PATH).
  */
 const { spawn } = require('node:child_process')
 const { randomBytes } = require('node:crypto')
@@ -57,7 +57,7 @@ const path = require('node:path')
 const { setTimeout: sleep } = require('node:timers/promises')
 const { Worker } = require('node:worker_threads')
 const {
-  admin, cpuSeconds, freePort, issueToken, markdownTable, positive, readAnswer, readMemory, request, runBenchmark, serviceCommand
+  ADMIN_URL, admin, cpuSeconds, freePort, issueToken, markdownTable, positive, readAnswer, readMemory, request, runBenchmark, serviceCommand
 } = require('./common.cjs')
 
 const BOOKS = positive('BENCH_BOOKS', 1_000_000)
@@ -412,13 +412,22 @@ function describeProbe (samples) {
 /**
  * The database the service uses, and its store's own COPY of the same books as the reference:
  * `copyIn(file, watcher)` and `copyOut(watcher)` answer `{ seconds }` and `{ seconds, bytes }`.
+ * At a Citus coordinator, the database is spread over its workers (tools/topology/citus.ts), whose
+ * processes for it count as the database's when they run on this machine.
  */
 async function serverStore (bench) {
   const { dbUrl, pgVersion } = await bench.createDatabase()
+  // The build of the tools (npm run build:tools)
+  const { citusWorkers, spreadOverCitus } = require('../dist/tools/topology/citus.js')
+  const workers = await citusWorkers(ADMIN_URL)
+  if (workers.length > 0) bench.onCleanup(await spreadOverCitus(ADMIN_URL, new URL(dbUrl).pathname.slice(1), workers))
+  const citus = workers.length === 0
+    ? ''
+    : `, Citus ${(await admin((client) => client.query("SELECT extversion FROM pg_extension WHERE extname = 'citus'"), dbUrl)).rows[0].extversion} over ${workers.length} workers`
   const runOn = (command) => (watcher) => runPsql(dbUrl, command, (psqlPid) => watcher.setClient(psqlPid))
   return {
     dbUrl,
-    version: `PostgreSQL ${pgVersion}`,
+    version: `PostgreSQL ${pgVersion}${citus}`,
     database: new DatabaseCpu(new URL(dbUrl).pathname.slice(1)),
     copyInLabel: 'psql \\copy books FROM file CSV (reference)',
     copyOutLabel: 'psql \\copy (SELECT ... ORDER BY id) TO STDOUT CSV (reference)',
