@@ -33,7 +33,7 @@
  * data directory's lock already keeps a second instance away (src/db/data-dir-lock.ts).
  */
 import pg from 'pg'
-import { distribution, migrations, onCoordinator, type Migration } from './migrations.js'
+import { distribution, migrations, onCoordinator, statementsOf, type Migration } from './migrations.js'
 import { BEGIN_BOUNDED, CONNECT_TIMEOUT_MS } from './time-bounds.js'
 
 /** Arbitrary but fixed: every instance of the service must take the same lock. */
@@ -169,18 +169,22 @@ export async function migrate (
     if (kept !== 0) log.info({ tables: kept }, 'added tables of the coordinator to Citus\'s metadata')
   }
 
-  async function apply (work: pg.Client, { version, name, sql, alone, index }: Migration, citus: boolean) {
+  async function apply (work: pg.Client, migration: Migration, citus: boolean) {
+    const { version, name, alone, index } = migration
     const record = () => work.query(RECORD, [version, name])
+    const run = async () => {
+      for (const statement of statementsOf(migration)) await work.query(statement)
+    }
     if (alone === undefined) {
       await inTransaction(work, async () => {
-        await work.query(sql)
+        await run()
         await record()
         if (citus) await distribute(work)
       })
     } else {
       // Left invalid by a build cut short (the lock says no one else is building it)
       if (index !== undefined && (await work.query(INVALID_INDEX, [index])).rowCount === 1) await work.query(`DROP INDEX CONCURRENTLY ${index}`)
-      await work.query(sql)
+      await run()
       await inTransaction(work, record)
     }
     log.info({ version, name }, 'applied migration')

@@ -10,10 +10,19 @@
 export interface Migration {
   version: number
   name: string
-  sql: string
+  /**
+   * Its statements: one text, sent as one query (it may hold several), or a list of texts sent
+   * one by one. On Citus a statement that changes a distributed table must be sent alone.
+   */
+  sql: string | readonly string[]
   alone?: true
   /** The index a `CREATE INDEX CONCURRENTLY` step builds: one left invalid is built again. */
   index?: string
+}
+
+/** The queries a step sends, in order. */
+export function statementsOf ({ sql }: Migration): readonly string[] {
+  return typeof sql === 'string' ? [sql] : sql
 }
 
 /** An index built without blocking reads or writes of its table (see `Migration`). */
@@ -118,11 +127,15 @@ export const migrations: readonly Migration[] = [
     // An import (POST /books) stores under its key the ids it gave, in input order: runs of
     // consecutive ids, ascending, which a multirange keeps compactly whatever the count. A key
     // names either one book (POST /book) or the ids of an import, never both. The table holds a
-    // day of keys: checking the constraint over it is short
-    sql: `ALTER TABLE idempotency_keys
-      ADD COLUMN book_ids int8multirange,
-      ALTER COLUMN book_id DROP NOT NULL,
-      ADD CONSTRAINT idempotency_keys_one_answer CHECK ((book_id IS NULL) <> (book_ids IS NULL))`
+    // day of keys: checking the constraint over it is short. The constraint is a statement of its
+    // own: Citus refuses ADD CONSTRAINT beside other subcommands on a distributed table
+    sql: [
+      `ALTER TABLE idempotency_keys
+        ADD COLUMN book_ids int8multirange,
+        ALTER COLUMN book_id DROP NOT NULL`,
+      `ALTER TABLE idempotency_keys
+        ADD CONSTRAINT idempotency_keys_one_answer CHECK ((book_id IS NULL) <> (book_ids IS NULL))`
+    ]
   }
 ]
 

@@ -6,7 +6,7 @@
 import t from 'tap'
 import { build, call, getToken } from '../helper.js'
 import { citusWorkerUrls, createDatabase, ON_CITUS, pgClient } from '../helpers/database.js'
-import { migrations } from '../../src/db/migrations.js'
+import { migrations, statementsOf } from '../../src/db/migrations.js'
 
 const onlyOnCitus = { skip: !ON_CITUS && 'needs TEST_DB_URL at a Citus coordinator (docs/development.md, Citus)' }
 
@@ -38,9 +38,9 @@ t.test('tables made on the coordinator alone, with rows, are distributed at the 
   const dbUrl = await createDatabase(t)
   const db = await pgClient(t, dbUrl)
   await db.query('CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())')
-  for (const { version, name, sql } of migrations) {
-    await db.query(sql)
-    await db.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [version, name])
+  for (const migration of migrations) {
+    for (const statement of statementsOf(migration)) await db.query(statement)
+    await db.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [migration.version, migration.name])
   }
   await db.query("INSERT INTO books (title, author, year) SELECT 'Before ' || n, 'A', n FROM generate_series(1, 50) n")
   t.equal((await db.query(DISTRIBUTED)).rowCount, 0, 'precondition: nothing distributed')

@@ -11,7 +11,7 @@ import type { Test } from 'tap'
 import { startEmbedded } from '../../src/db/embedded.js'
 import { INITDB_ARGS } from '../../src/db/embedded-settings.js'
 import { RECORD, SCHEMA_MIGRATIONS } from '../../src/db/migrate.js'
-import { migrations, type Migration } from '../../src/db/migrations.js'
+import { migrations, statementsOf, type Migration } from '../../src/db/migrations.js'
 import { PROJECT_ROOT } from '../../src/project-root.js'
 import { citusWorkers, onNode, spreadOverCitus, type CitusWorker } from '../../tools/topology/citus.js'
 import { startPgbouncer } from '../../tools/topology/pgbouncer.js'
@@ -198,7 +198,7 @@ export async function createDatabaseWithBooks (
       if (step.index !== undefined) await db.query(`DROP INDEX ${step.index}`)
       await db.query('DELETE FROM schema_migrations WHERE version = $1', [step.version])
     } else {
-      await db.query(step.sql)
+      for (const statement of statementsOf(step)) await db.query(statement)
       await db.query(RECORD, [step.version, step.name])
     }
   }

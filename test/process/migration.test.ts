@@ -7,7 +7,7 @@
  */
 import type pg from 'pg'
 import t, { type Test } from 'tap'
-import { migrations } from '../../src/db/migrations.js'
+import { migrations, statementsOf } from '../../src/db/migrations.js'
 import { STATEMENT_TIMEOUT_MS } from '../../src/db/time-bounds.js'
 import { testEnv } from '../helper.js'
 import { createDatabaseWithBooks, NEEDS_SERVER, pgClient } from '../helpers/database.js'
@@ -80,7 +80,7 @@ t.test('an index build cut short is dropped and built again at the next start', 
   const trigrams = migrations.find(({ index }) => index === 'books_title_trigrams')!
   const builder = await pgClient(t, dbUrl, { queryTimeoutMs: 120_000 })
   const { rows: [{ pid }] } = await builder.query('SELECT pg_backend_pid() AS pid')
-  const building = builder.query(trigrams.sql).then(() => 'built', (err: Error) => err.message)
+  const building = builder.query(statementsOf(trigrams).join(';\n')).then(() => 'built', (err: Error) => err.message)
   // Cancelled once it is building (its entry is in the catalog, not yet valid)
   await waitUntil(async () => (await db.query(INDEX_STATE, [[trigrams.index]])).rowCount === 1, 30_000, 'the build to start')
   await db.query('SELECT pg_cancel_backend($1)', [pid])
