@@ -121,7 +121,7 @@ export class ImportSpool {
       const buffer = Buffer.allocUnsafe(Math.min(bytes, this.#written - position))
       const { bytesRead } = await this.file.read(buffer, 0, buffer.length, position)
       // An LF is never a part of a UTF-8 sequence, nor of a field (escaped): each one ends a line
-      const end = buffer.lastIndexOf(LF, bytesRead - 1) + 1
+      const end = bytesRead === 0 ? 0 : buffer.lastIndexOf(LF, bytesRead - 1) + 1
       if (end === 0) throw new Error(`the import spool has no line end within ${bytesRead} bytes at ${position}`)
       position += end
       yield buffer.subarray(0, end)
