@@ -5,17 +5,16 @@
  *
  * The transaction runs on a connection of its own for its whole length, with the bounds of every
  * transaction of the service (`BEGIN_BOUNDED`): each statement within the statement timeout, and
- * no wait for the client between two (the body is spooled before it begins). On a PostgreSQL
- * server the books go in by `COPY`, which node-postgres cannot send on the main pool's pipelining
- * connections: those imports take their connections from a small pool of their own, one per
- * import at once, ended by an `onClose` hook. On PGlite, one session that every connection shares, they go in as arrays on
- * the main pool's one connection.
+ * no wait for the client between two (the body is spooled before it begins). The books go in by
+ * `COPY`, which node-postgres cannot send on the main pool's pipelining connections: imports take
+ * their connections from a small pool of their own, one per import at once (on PGlite, one
+ * session that runs one transaction at a time, a single one), ended by an `onClose` hook.
  */
 import fp from 'fastify-plugin'
 import pg, { type Pool, type PoolClient } from 'pg'
 import { boundedQuery } from '../../src/db/bounded-query.js'
 import { listenForLostConnections } from '../../src/db/lost-connections.js'
-import { COPY_LOADER, CREATE_IMPORT_TABLE, INSERT_BOOKS, INSERT_ROWS, STORE_IS_PGLITE, STORE_KEY, STORED_KEY, TAKE_KEY, UNNEST_LOADER, type ImportLoader } from '../../src/db/imports-sql.js'
+import { COPY_BYTES, copyIntoImport, CREATE_IMPORT_TABLE, INSERT_BOOKS, INSERT_ROWS, STORE_IS_PGLITE, STORE_KEY, STORED_KEY, TAKE_KEY } from '../../src/db/imports-sql.js'
 import { BEGIN_BOUNDED } from '../../src/db/time-bounds.js'
 import type { IdRun } from '../../src/import-ids.js'
 import type { ImportSpool } from '../../src/import-spool.js'
@@ -49,7 +48,7 @@ function appendRun (runs: IdRun[], run: IdRun) {
 const multirange = (runs: IdRun[]) => `{${runs.map(({ first, count }) => `[${first},${first + count})`).join(',')}}`
 const runsOf = (text: string): IdRun[] => [...text.matchAll(/\[(\d+),(\d+)\)/g)].map(([, first, end]) => ({ first: Number(first), count: Number(end) - Number(first) }))
 
-function createImportsRepository (pool: Pool, loader: ImportLoader) {
+function createImportsRepository (pool: Pool) {
   // Keys of imports in flight in this instance: PGlite's one session would grant the same lock twice
   const keysInFlight = new Set<string>()
 
@@ -69,8 +68,8 @@ function createImportsRepository (pool: Pool, loader: ImportLoader) {
     const ids: IdRun[] = []
     if (spool.count > 0) {
       await client.query(CREATE_IMPORT_TABLE)
-      for await (const chunk of spool.chunks(loader.bytes)) {
-        await loader.load(client, chunk)
+      for await (const chunk of spool.chunks(COPY_BYTES)) {
+        await copyIntoImport(client, chunk)
         progress()
       }
       for (let first = 1; first <= spool.count; first += INSERT_ROWS) {
@@ -121,15 +120,11 @@ export default fp(async function importsRepository (fastify) {
   // The store answers what it is: PGlite, served over its socket whatever the URL says (the
   // tests reach theirs by postgres:// URLs), names itself in its version
   const { rows: [store] } = await boundedQuery<{ pglite: boolean }>(fastify.pg.pool, { text: STORE_IS_PGLITE })
-  const loader = store!.pglite ? UNNEST_LOADER : COPY_LOADER
-  let pool: Pool = fastify.pg.pool
-  if (loader.needsPlainClient) {
-    // The main pool's settings, without pipelining; at most a connection per import at once
-    const { pipeline: _pipeline, max: _max, ...options } = fastify.pg.pool.options as pg.PoolConfig & { pipeline?: boolean }
-    const own = new pg.Pool({ ...options, max: fastify.config.IMPORTS_AT_ONCE })
-    listenForLostConnections(own, (err) => fastify.log.warn({ err }, 'idle import connection lost'))
-    fastify.addHook('onClose', () => own.end())
-    pool = own
-  }
-  fastify.decorate('importsRepository', createImportsRepository(pool, loader))
+  // The main pool's settings, without pipelining. PGlite serves one transaction at a time: a
+  // second import waits for the connection, as a request waits for the main pool's one
+  const { pipeline: _pipeline, max: _max, ...options } = fastify.pg.pool.options as pg.PoolConfig & { pipeline?: boolean }
+  const pool = new pg.Pool({ ...options, max: store!.pglite ? 1 : fastify.config.IMPORTS_AT_ONCE })
+  listenForLostConnections(pool, (err) => fastify.log.warn({ err }, 'idle import connection lost'))
+  fastify.addHook('onClose', () => pool.end())
+  fastify.decorate('importsRepository', createImportsRepository(pool))
 }, { name: 'imports-repository', dependencies: ['postgres', 'migrate'] })

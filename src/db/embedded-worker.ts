@@ -1,13 +1,14 @@
 import { openAsBlob } from 'node:fs'
 import { parentPort, workerData } from 'node:worker_threads'
 import { PGlite } from '@electric-sql/pglite'
-import { PGLiteSocketServer } from '@electric-sql/pglite-socket'
 import { pgliteOptions, setWasmTieringBudget } from './embedded-settings.js'
+import { serveOnLoopback } from './embedded-socket.js'
 
 /**
  * The worker thread of the embedded store (src/db/embedded.ts): PGlite, and pglite-socket
- * serving it on a loopback port. PGlite runs queries in the thread that calls it; here that
- * thread is not the one answering HTTP, so a long listing page does not stall the service.
+ * serving it on a loopback port (src/db/embedded-socket.ts). PGlite runs queries in the thread
+ * that calls it; here that thread is not the one answering HTTP, so a long listing page does not
+ * stall the service.
  *
  * It never creates a cluster (src/db/embedded-create.ts does, in a process of its own): the
  * directory holds one already, or `clusterFile` is a data directory as a tar (a new cluster, or
@@ -29,11 +30,7 @@ async function main () {
   // A Blob backed by the file: PGlite reads it once, into the in-memory file system
   const loadDataDir = clusterFile === undefined ? undefined : await openAsBlob(clusterFile)
   const db = await PGlite.create(dataDir, { ...pgliteOptions(PGlite.defaultStartParams), loadDataDir })
-  // Enough for the service's pool (one connection, see plugins/external/postgres.ts), its
-  // health checks and a few tools; pglite-socket runs them one query at a time
-  const server = new PGLiteSocketServer({ db, host: '127.0.0.1', port: 0, maxConnections: 16 })
-  await server.start()
-  const [, listening] = server.getServerConn().split(':')
+  const { server, port: listening } = await serveOnLoopback(db)
   port.on('message', (message) => {
     if (message === 'dump') {
       db.dumpDataDir('none').then(
@@ -46,7 +43,7 @@ async function main () {
       .then(() => db.close())
       .finally(() => port.postMessage('stopped'))
   })
-  port.postMessage({ port: Number(listening) })
+  port.postMessage({ port: listening })
 }
 
 main().catch((err: Error) => port.postMessage({ error: err.message }))

@@ -7,7 +7,6 @@
  */
 import type { ClientBase } from 'pg'
 import { from as copyFrom } from 'pg-copy-streams'
-import { linesOf, spooledBook } from '../import-spool.js'
 import { BOOK_COLUMNS, logged } from './books-sql.js'
 
 /** Books per statement into `books`: each writes its rows, their indexes and their changes. */
@@ -44,43 +43,21 @@ export const STORE_KEY = 'INSERT INTO idempotency_keys (key, fingerprint, book_i
 export const STORE_IS_PGLITE = "SELECT version() LIKE '%(PGlite %' AS pglite"
 
 /**
- * How spooled lines get into `book_import`, decided once at start for the store: COPY on a
- * PostgreSQL server (through PgBouncer too, inside the transaction), rows in arrays on PGlite,
- * whose socket loses the protocol's synchronization on `COPY ... FROM STDIN`.
+ * Spooled bytes per `COPY`, in whole lines (`ImportSpool.chunks`): each statement well within
+ * the statement timeout whatever the lines hold (at the shortest, some 15 bytes a book).
  */
-export interface ImportLoader {
-  /**
-   * Spooled bytes per statement, in whole lines: each statement well within the statement
-   * timeout whatever the lines hold (at the shortest, some 15 bytes a book).
-   */
-  readonly bytes: number
-  /** Whether its client must not pipeline: node-postgres refuses a COPY stream on a pipelining client. */
-  readonly needsPlainClient: boolean
-  /** Loads the lines of `chunk` (`ImportSpool.chunks`). */
-  load (client: ClientBase, chunk: Buffer): Promise<void>
-}
+export const COPY_BYTES = 2 * 1024 * 1024
 
 /**
- * `COPY ... FROM STDIN` of the spooled bytes as they are (COPY's text format): never decoded,
- * so that a million books do not become a million strings for the collector.
+ * The lines of `chunk` into `book_import` by `COPY ... FROM STDIN`, the spooled bytes as they are
+ * (COPY's text format): never decoded, so that a million books do not become a million strings
+ * for the collector. On PostgreSQL, through PgBouncer (inside the transaction) and on PGlite
+ * (src/db/embedded-socket.ts); node-postgres refuses it on a pipelining client.
  */
-export const COPY_LOADER: ImportLoader = {
-  bytes: 2 * 1024 * 1024,
-  needsPlainClient: true,
-  load: (client, chunk) => new Promise((resolve, reject) => {
+export function copyIntoImport (client: ClientBase, chunk: Buffer): Promise<void> {
+  return new Promise((resolve, reject) => {
     const copy = client.query(copyFrom('COPY book_import (n, title, author, year) FROM STDIN'))
     copy.on('error', reject).on('finish', () => resolve())
     copy.end(chunk)
   })
-}
-
-/** The spooled books as four arrays, one `INSERT ... SELECT FROM unnest(...)`. */
-export const UNNEST_LOADER: ImportLoader = {
-  bytes: 512 * 1024,
-  needsPlainClient: false,
-  async load (client, chunk) {
-    const books = linesOf(chunk).map(spooledBook)
-    await client.query('INSERT INTO book_import (n, title, author, year) SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::int4[])',
-      [books.map((book) => book.n), books.map((book) => book.title), books.map((book) => book.author), books.map((book) => book.year)])
-  }
 }

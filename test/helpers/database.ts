@@ -109,31 +109,37 @@ async function dropDatabase (name: string): Promise<void> {
 }
 
 /**
+ * A new in-memory PGlite, served on a loopback port the way the service serves `pglite:` itself
+ * (src/db/embedded.ts), stopped when the test ends: its `postgres://` URL.
+ */
+export async function embeddedDatabase (t: Test): Promise<string> {
+  const template = fs.existsSync(PGLITE_TEMPLATE) ? PGLITE_TEMPLATE : undefined
+  const store = await startEmbedded('memory', (err) => t.fail(`the embedded database failed: ${err.message}`), { template })
+  t.teardown(() => store.stop())
+  if (template === undefined) {
+    // The first store of the run keeps its empty cluster for the next ones. Written aside
+    // and linked into place, so a test file starting meanwhile never loads half a file; and
+    // only where no other file put one first: a store reads its template lazily, by path
+    // (fs.openAsBlob), and fails when the file there was replaced after it opened it
+    const partial = `${PGLITE_TEMPLATE}.${process.pid}`
+    fs.writeFileSync(partial, await store.dump())
+    try {
+      fs.linkSync(partial, PGLITE_TEMPLATE)
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+    } finally {
+      fs.rmSync(partial, { force: true })
+    }
+  }
+  return store.url
+}
+
+/**
  * A fresh, empty database for this test file, dropped when the file ends. On PGlite: a new
- * in-memory PGlite served on a loopback port, the same way the service serves `pglite:` itself.
+ * in-memory PGlite (`embeddedDatabase`).
  */
 export async function createDatabase (t: Test): Promise<string> {
-  if (STORE === 'pglite') {
-    const template = fs.existsSync(PGLITE_TEMPLATE) ? PGLITE_TEMPLATE : undefined
-    const store = await startEmbedded('memory', (err) => t.fail(`the embedded database failed: ${err.message}`), { template })
-    t.teardown(() => store.stop())
-    if (template === undefined) {
-      // The first store of the run keeps its empty cluster for the next ones. Written aside
-      // and linked into place, so a test file starting meanwhile never loads half a file; and
-      // only where no other file put one first: a store reads its template lazily, by path
-      // (fs.openAsBlob), and fails when the file there was replaced after it opened it
-      const partial = `${PGLITE_TEMPLATE}.${process.pid}`
-      fs.writeFileSync(partial, await store.dump())
-      try {
-        fs.linkSync(partial, PGLITE_TEMPLATE)
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
-      } finally {
-        fs.rmSync(partial, { force: true })
-      }
-    }
-    return store.url
-  }
+  if (STORE === 'pglite') return embeddedDatabase(t)
   const name = `bookkeeping_test_${process.pid}_${randomBytes(4).toString('hex')}`
   const workers = ON_CITUS ? await workersOfCitus() : []
   await admin((client) => client.query(`CREATE DATABASE ${name}`))

@@ -2,10 +2,9 @@
 /**
  * The worker thread of `BENCH_STORE=pglite npm run bench:bulk` (tools/bench/bulk.cjs): an
  * embedded store as the service's own (src/db/embedded-worker.ts: PGlite with the service's
- * settings, served by pglite-socket on a loopback port), with what the service's store has not:
- * PGlite's own COPY of a file, the reference for that store, run on the very database the
- * service uses. `COPY ... FROM STDIN` cannot be that reference: pglite-socket sends each message
- * of the protocol to PGlite on its own, and a COPY's data never reaches the statement.
+ * settings, served on a loopback port by src/db/embedded-socket.ts), with what the service's
+ * store has not: PGlite's own COPY of a file, the reference for that store, run on the very
+ * database the service uses without the socket between.
  *
  * Posts `{ port }` once listening, or `{ error }`. Messages: `{ copyIn: <csv file> }` answers `{ seconds }`,
  * `{ copyOut: true }` answers `{ seconds, bytes }`, each timed here around PGlite's own call;
@@ -19,11 +18,10 @@ const DIST = path.join(__dirname, '..', '..', 'dist', 'src', 'db')
 
 async function main () {
   const { PGlite } = await import('@electric-sql/pglite')
-  const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket')
   const { pgliteOptions } = await import(path.join(DIST, 'embedded-settings.js'))
+  const { serveOnLoopback } = await import(path.join(DIST, 'embedded-socket.js'))
   const db = await PGlite.create('memory://', pgliteOptions(PGlite.defaultStartParams))
-  const server = new PGLiteSocketServer({ db, host: '127.0.0.1', port: 0, maxConnections: 16 })
-  await server.start()
+  const { server, port } = await serveOnLoopback(db)
   const timed = async (run) => {
     const started = performance.now()
     const answer = await run()
@@ -45,8 +43,7 @@ async function main () {
       })
     step.then((answer) => parentPort.postMessage(answer), (err) => parentPort.postMessage({ error: err.message }))
   })
-  const [, port] = server.getServerConn().split(':')
-  parentPort.postMessage({ port: Number(port) })
+  parentPort.postMessage({ port })
 }
 
 main().catch((err) => parentPort.postMessage({ error: err.message }))
