@@ -96,7 +96,8 @@ function withCopyFromStdin (db: PGlite): PGlite {
       copy = undefined
       return db.execProtocolRawStream(whole, { ...options, onRawData: withoutCopyInResponse(options.onRawData) })
     }
-    if (message[0] === QUERY) {
+    // Never a throw from here: pglite-socket's queue stops for every connection after one
+    if (message[0] === QUERY && message.length >= 6) {
       const text = queryText(message)
       const statement = COPY_FROM_STDIN.exec(text)
       if (statement !== null) {
