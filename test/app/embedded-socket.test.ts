@@ -93,8 +93,8 @@ t.test('COPY FROM STDIN on the embedded store', { skip: OWN_STORE }, async (t) =
     const failed = new Promise<Error>((resolve) => {
       const copy = a.query(copyFrom('COPY t FROM STDIN'))
       copy.on('error', resolve)
-      copy.write(rows(100, 200_001))
-      setImmediate(() => copy.destroy(new Error('given up')))
+      // Its callback runs once the CopyInResponse has come and the rows are sent
+      copy.write(rows(100, 200_001), () => copy.destroy(new Error('given up')))
     })
     t.match((await failed).message, /given up/)
     t.equal(await count(), before)
@@ -107,9 +107,8 @@ t.test('COPY FROM STDIN on the embedded store', { skip: OWN_STORE }, async (t) =
     leaving.on('error', () => {})
     const copy = leaving.query(copyFrom('COPY t FROM STDIN'))
     copy.on('error', () => {})
-    copy.write(rows(100, 300_001))
-    // The copy has begun once PGlite's side holds it: no other connection is served meanwhile
-    await new Promise((resolve) => setTimeout(resolve, 200))
+    // Sent once the copy has begun: no other connection is served until it ends
+    await new Promise((resolve) => copy.write(rows(100, 300_001), resolve))
     const pending = count(b)
     leaving.connection.stream.destroy()
     t.equal(await within(pending, 'a connection after the copy\'s end'), before)
