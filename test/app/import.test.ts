@@ -2,8 +2,9 @@
  * POST /books, an import: each body type and each answer format, ids in input order, hostile
  * text stored exactly, all or nothing (a bad line, a body cut off, over a limit: nothing stored,
  * nothing in the feed), the dry run's report, the idempotency key, imports at once and their
- * bound, the token checked before the body is read, the spool gone on every path. What is stored
- * is read back with SQL.
+ * bound, the token checked before the body is read, the spool gone on every path; on PGlite, what
+ * other requests get while an import's transaction holds the store. What is stored is read back
+ * with SQL.
  */
 import { randomUUID } from 'node:crypto'
 import { readdirSync, readlinkSync } from 'node:fs'
@@ -13,7 +14,7 @@ import type pg from 'pg'
 import t, { type Test } from 'tap'
 import { keyLock } from '../../plugins/app/books-repository.js'
 import { build, errorEnvelope, getToken } from '../helper.js'
-import { NEEDS_SERVER, STORE_INDEPENDENT, createDatabase, pgClient } from '../helpers/database.js'
+import { NEEDS_EMBEDDED, NEEDS_SERVER, STORE_INDEPENDENT, createDatabase, pgClient } from '../helpers/database.js'
 import { FeedClient } from '../helpers/feed.js'
 import { waitUntil } from '../helpers/wait.js'
 
@@ -486,4 +487,30 @@ t.test('the deadlines of an import', { skip: STORE_INDEPENDENT, jobs: 3 }, async
   ])
   await waitUntil(() => openSpools() === 0, 5000, 'every spool closed').catch(() => {})
   t.equal(openSpools(), 0, 'no spool is left open by any of them')
+})
+
+// PGlite is one session, and its socket serves one transaction at a time (docs/operations.md, The embedded database)
+t.test('on PGlite, requests wait out an import\'s transaction, answered 503 after the bounds, and are served once it ends', { skip: NEEDS_EMBEDDED }, async (t) => {
+  const setup = await setUp(t)
+  const before = await setup.app.inject({ method: 'POST', url: '/book', headers: { authorization: setup.token }, payload: { title: 'Before', author: 'A', year: 2000 } })
+  const read = () => setup.app.inject({ method: 'GET', url: `/book/${before.json().data.id}`, headers: { authorization: setup.token } })
+  // A second per chunk of books: four chunks hold the store for four seconds and more
+  await setup.db.query('CREATE FUNCTION slow_insert () RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1); RETURN NULL; END $$')
+  await setup.db.query('CREATE TRIGGER slow_insert AFTER INSERT ON book_changes FOR EACH STATEMENT EXECUTE FUNCTION slow_insert()')
+  const progress = { imported: false }
+  const importing = importBooks(setup, CSV, csvOf(books(4 * 5000, 'Held')), { prefer: 'return=minimal' }).finally(() => { progress.imported = true })
+  const waits: Array<{ status: number, ms: number }> = []
+  while (!progress.imported) {
+    const started = performance.now()
+    const answer = await read()
+    if (!progress.imported) waits.push({ status: answer.statusCode, ms: performance.now() - started })
+  }
+  t.match((await importing).json(), { data: { count: 20_000 } }, 'the import is stored')
+  const refused = waits.filter(({ status }) => status === 503)
+  t.ok(refused.length > 0, `reads during the import were refused: ${JSON.stringify(waits)}`)
+  t.ok(refused.every(({ ms }) => ms >= 1900 && ms < 4000), 'each after the bound on getting a connection (2 s) or a statement (3 s)')
+  t.ok(waits.every(({ status }) => status === 503 || status === 200), 'answered, or refused as unavailable')
+  const after = performance.now()
+  t.equal((await read()).statusCode, 200, 'served again once the import has ended')
+  t.ok(performance.now() - after < 1000, 'at once')
 })

@@ -43,6 +43,9 @@ export const NEEDS_DIRECT_SERVER = STORE !== 'postgres' && 'starts its own PgBou
  */
 export const NEEDS_SERVER = STORE === 'pglite' && 'needs a PostgreSQL server (PGlite is a single session)'
 
+/** For `t.test(name, { skip: NEEDS_EMBEDDED }, ...)`: what only the embedded store does (PGlite's one session). */
+export const NEEDS_EMBEDDED = STORE !== 'pglite' && 'the embedded store\'s own behaviour: runs with TEST_STORE=pglite'
+
 /**
  * For `t.test(name, { skip: STORE_INDEPENDENT }, ...)`: tests of the HTTP layer and of the
  * process (connections, headers, tokens, ports, signals, memory) whose outcome does not depend on
