@@ -13,8 +13,9 @@
 import fp from 'fastify-plugin'
 import pg, { type Pool, type PoolClient } from 'pg'
 import { boundedQuery } from '../../src/db/bounded-query.js'
+import { IS_PGLITE } from '../../src/db/embedded.js'
 import { listenForLostConnections } from '../../src/db/lost-connections.js'
-import { COPY_BYTES, copyIntoImport, CREATE_IMPORT_TABLE, INSERT_BOOKS, INSERT_ROWS, STORE_IS_PGLITE, STORE_KEY, STORED_KEY, TAKE_KEY } from '../../src/db/imports-sql.js'
+import { COPY_BYTES, copyIntoImport, CREATE_IMPORT_TABLE, INSERT_BOOKS, INSERT_ROWS, STORE_KEY, STORED_KEY, TAKE_KEY } from '../../src/db/imports-sql.js'
 import { BEGIN_BOUNDED } from '../../src/db/time-bounds.js'
 import type { IdRun } from '../../src/import-ids.js'
 import type { ImportSpool } from '../../src/import-spool.js'
@@ -117,9 +118,7 @@ function createImportsRepository (pool: Pool) {
 }
 
 export default fp(async function importsRepository (fastify) {
-  // The store answers what it is: PGlite, served over its socket whatever the URL says (the
-  // tests reach theirs by postgres:// URLs), names itself in its version
-  const { rows: [store] } = await boundedQuery<{ pglite: boolean }>(fastify.pg.pool, { text: STORE_IS_PGLITE })
+  const { rows: [store] } = await boundedQuery<{ pglite: boolean }>(fastify.pg.pool, { text: IS_PGLITE })
   // The main pool's settings, without pipelining. PGlite serves one transaction at a time: a
   // second import waits for the connection, as a request waits for the main pool's one
   const { pipeline: _pipeline, max: _max, ...options } = fastify.pg.pool.options as pg.PoolConfig & { pipeline?: boolean }

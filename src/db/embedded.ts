@@ -10,6 +10,13 @@ import type { EmbeddedWorkerData } from './embedded-worker.js'
 /** What DB_URL names when the store is PGlite: `pglite:memory` or `pglite:<directory>`. */
 export const EMBEDDED_PREFIX = 'pglite:'
 
+/**
+ * Whether a connection reached PGlite, as PGlite names itself in its version ("PostgreSQL 18.6
+ * (PGlite 0.5.14) on wasm32-unknown-emscripten, ..."): the tests reach theirs by `postgres://`
+ * URLs, whatever `DB_URL` would say.
+ */
+export const IS_PGLITE = "SELECT version() LIKE '%(PGlite %' AS pglite"
+
 export interface EmbeddedStore {
   /** A `postgres://` URL of the running store, for node-postgres. */
   url: string

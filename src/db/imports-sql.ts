@@ -40,8 +40,6 @@ export const TAKE_KEY = 'SELECT pg_try_advisory_xact_lock($1::int8) AS granted'
 export const STORED_KEY = 'SELECT fingerprint, book_ids::text AS book_ids FROM idempotency_keys WHERE key = $1'
 export const STORE_KEY = 'INSERT INTO idempotency_keys (key, fingerprint, book_ids) VALUES ($1, $2, $3::int8multirange)'
 
-export const STORE_IS_PGLITE = "SELECT version() LIKE '%(PGlite %' AS pglite"
-
 /**
  * Spooled bytes per `COPY`, in whole lines (`ImportSpool.chunks`): each statement well within
  * the statement timeout whatever the lines hold (at the shortest, some 15 bytes a book).

@@ -33,6 +33,7 @@
  * data directory's lock already keeps a second instance away (src/db/data-dir-lock.ts).
  */
 import pg from 'pg'
+import { IS_PGLITE } from './embedded.js'
 import { distribution, migrations, onCoordinator, statementsOf, type Migration } from './migrations.js'
 import { BEGIN_BOUNDED, CONNECT_TIMEOUT_MS } from './time-bounds.js'
 
@@ -67,8 +68,6 @@ const KEEP_ON_COORDINATOR = `SELECT citus_add_local_table_to_metadata(t.name)
                              FROM unnest($1::text[]) AS t(name)
                              WHERE to_regclass(t.name) IS NOT NULL
                                AND NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = t.name::regclass)`
-// PGlite says so in its version: "PostgreSQL 18.6 (PGlite 0.5.14) on wasm32-unknown-emscripten, ..."
-const PGLITE = "SELECT version() LIKE '%(PGlite %' AS pglite"
 /** The table that records the steps applied, and how a step is recorded (tests make tables as a migration cut short leaves them). */
 export const SCHEMA_MIGRATIONS = `CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY,
@@ -203,7 +202,7 @@ export async function migrate (
     if (citus && !(await work.query<{ coordinator: boolean }>(COORDINATOR)).rows[0]!.coordinator) {
       throw new NotCoordinatorError()
     }
-    if (!(await work.query<{ pglite: boolean }>(PGLITE)).rows[0]!.pglite) {
+    if (!(await work.query<{ pglite: boolean }>(IS_PGLITE)).rows[0]!.pglite) {
       holder = await connect()
       await takeLock(holder)
     }
