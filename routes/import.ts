@@ -93,7 +93,7 @@ const importRoute: FastifyPluginAsyncTypebox = async (fastify) => {
   // Bounds checked before the body is read, after the token: its length, then a place
   fastify.addHook('onRequest', async function (request, reply) {
     if (Number(request.headers['content-length']) > config.IMPORT_MAX_BYTES) throw new ApiError(413, Message.PayloadTooLarge)
-    if (running >= config.IMPORTS_AT_ONCE) {
+    if (running >= importsRepository.atOnce) {
       reply.header('retry-after', String(RETRY_AFTER_S))
       throw new ApiError(503, Message.TooManyImports)
     }

@@ -7,8 +7,9 @@
  * transaction of the service (`BEGIN_BOUNDED`): each statement within the statement timeout, and
  * no wait for the client between two (the body is spooled before it begins). The books go in by
  * `COPY`, which node-postgres cannot send on the main pool's pipelining connections: imports take
- * their connections from a small pool of their own, one per import at once (on PGlite, one
- * session that runs one transaction at a time, a single one), ended by an `onClose` hook.
+ * their connections from a small pool of their own, one per import at once (`IMPORTS_AT_ONCE`; on
+ * PGlite, one session that runs one transaction at a time, a single one), ended by an `onClose`
+ * hook.
  */
 import fp from 'fastify-plugin'
 import pg, { type Pool, type PoolClient } from 'pg'
@@ -49,7 +50,7 @@ function appendRun (runs: IdRun[], run: IdRun) {
 const multirange = (runs: IdRun[]) => `{${runs.map(({ first, count }) => `[${first},${first + count})`).join(',')}}`
 const runsOf = (text: string): IdRun[] => [...text.matchAll(/\[(\d+),(\d+)\)/g)].map(([, first, end]) => ({ first: Number(first), count: Number(end) - Number(first) }))
 
-function createImportsRepository (pool: Pool) {
+function createImportsRepository (pool: Pool, atOnce: number) {
   // Keys of imports in flight in this instance: PGlite's one session would grant the same lock twice
   const keysInFlight = new Set<string>()
 
@@ -84,6 +85,9 @@ function createImportsRepository (pool: Pool) {
   }
 
   return {
+    /** Imports the store takes at once: a connection each. */
+    atOnce,
+
     /**
      * Stores every book of `spool` (flushed), in input order, or none; with a key, once: a
      * repeat with the same books answers the first import's ids (`replayed`, nothing stored),
@@ -119,11 +123,12 @@ function createImportsRepository (pool: Pool) {
 
 export default fp(async function importsRepository (fastify) {
   const { rows: [store] } = await boundedQuery<{ pglite: boolean }>(fastify.pg.pool, { text: IS_PGLITE })
-  // The main pool's settings, without pipelining. PGlite serves one transaction at a time: a
-  // second import waits for the connection, as a request waits for the main pool's one
+  // PGlite serves one transaction at a time: a second import would only wait for the first
+  const atOnce = store!.pglite ? 1 : fastify.config.IMPORTS_AT_ONCE
+  // The main pool's settings, without pipelining
   const { pipeline: _pipeline, max: _max, ...options } = fastify.pg.pool.options as pg.PoolConfig & { pipeline?: boolean }
-  const pool = new pg.Pool({ ...options, max: store!.pglite ? 1 : fastify.config.IMPORTS_AT_ONCE })
+  const pool = new pg.Pool({ ...options, max: atOnce })
   listenForLostConnections(pool, (err) => fastify.log.warn({ err }, 'idle import connection lost'))
   fastify.addHook('onClose', () => pool.end())
-  fastify.decorate('importsRepository', createImportsRepository(pool))
+  fastify.decorate('importsRepository', createImportsRepository(pool, atOnce))
 }, { name: 'imports-repository', dependencies: ['postgres', 'migrate'] })
