@@ -15,6 +15,7 @@ import { from as copyFrom, to as copyTo } from 'pg-copy-streams'
 import t from 'tap'
 import { embeddedDatabase, OWN_STORE } from '../helpers/database.js'
 import { needsPrograms } from '../helpers/programs.js'
+import { withTimeout } from '../helpers/wait.js'
 
 const PSQL = '/usr/lib/postgresql/15/bin/psql'
 
@@ -39,14 +40,8 @@ function rows (count: number, first = 1): string {
   return Array.from({ length: count }, (_, i) => `${first + i}\ttext ${first + i}\n`).join('')
 }
 
-/** Fails with `what` unless `promise` settles within 5 s: a connection left waiting would never answer. */
-function within<T> (promise: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  return Promise.race([
-    promise,
-    new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new Error(`${what}: no answer in 5 s`)), 5_000) })
-  ]).finally(() => clearTimeout(timer))
-}
+/** A connection left waiting would never answer: each wait is bounded. */
+const WAIT_MS = 5_000
 
 t.test('COPY FROM STDIN on the embedded store', { skip: OWN_STORE }, async (t) => {
   const url = await embeddedDatabase(t)
@@ -69,7 +64,7 @@ t.test('COPY FROM STDIN on the embedded store', { skip: OWN_STORE }, async (t) =
     await copyIn(a, 'COPY "t" FROM STDIN', rows(20_000, 40_001))
     t.equal(await count(), 60_000, 'the transaction sees its rows')
     await a.query('COMMIT')
-    t.equal(await within(seen, 'the other connection'), 60_000, 'the other connection, after the commit')
+    t.equal(await withTimeout(seen, WAIT_MS, 'the other connection'), 60_000, 'the other connection, after the commit')
     t.equal((await a.query('SELECT s FROM t WHERE n = 59999')).rows[0].s, 'text 59999')
   })
 
@@ -111,12 +106,12 @@ t.test('COPY FROM STDIN on the embedded store', { skip: OWN_STORE }, async (t) =
     await new Promise((resolve) => copy.write(rows(100, 300_001), resolve))
     const pending = count(b)
     leaving.connection.stream.destroy()
-    t.equal(await within(pending, 'a connection after the copy\'s end'), before)
+    t.equal(await withTimeout(pending, WAIT_MS, 'a connection after the copy\'s end'), before)
     t.equal(await count(), before)
   })
 
   t.test('what is not COPY FROM STDIN passes untouched', async (t) => {
-    const copied = await within(copyOut(a, "COPY (SELECT 'from stdin' AS s, 1 AS n) TO STDOUT"), 'COPY TO')
+    const copied = await withTimeout(copyOut(a, "COPY (SELECT 'from stdin' AS s, 1 AS n) TO STDOUT"), WAIT_MS, 'COPY TO')
     t.equal(copied.toString(), 'from stdin\t1\n')
     await a.query('CREATE TABLE "odd ""name""" (s text)')
     await copyIn(a, 'COPY "odd ""name""" (s) FROM STDIN', 'from stdin\n')
