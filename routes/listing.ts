@@ -15,6 +15,7 @@ import { EnvelopeSchema, Message, envelope, failureSchemas } from '../src/envelo
 import { ApiError } from '../src/errors.js'
 import { ListingOverBudget, isWalk, listingCursors, nextPage, walkOf, type Position, type Walk } from '../src/listing.js'
 import { clientOf } from '../src/listing-slots.js'
+import { SearchWithoutWords } from '../src/search.js'
 import {
   ENVELOPE_JOINS, GROWN_PAGE_ROWS, LINE_JOINS, PageBudget, listingStream, type ListingPage, type PageJoins, type ReadPage, type ReadPageBeyond
 } from '../src/listing-stream.js'
@@ -76,6 +77,7 @@ const listing: FastifyPluginAsyncTypebox = async (fastify) => {
     try {
       return await listingsRepository.walkPage(walk, position, limit, client, format)
     } catch (err) {
+      if (err instanceof SearchWithoutWords) throw invalidQuery()
       throw err instanceof ListingOverBudget ? new ApiError(422, Message.ListingTooCostly) : err
     }
   }

@@ -8,12 +8,15 @@ import { isBookId } from './schemas/book.js'
 import { YEAR_MAX, YEAR_MIN } from './schemas/book-limits.js'
 import type { ListingQuery } from './schemas/listing.js'
 
-type SortField = 'id' | 'title' | 'author' | 'year'
+/** What a walk orders by: `relevance`, a search's rank (best first), when `q` is given without `sort`. */
+type SortField = 'id' | 'title' | 'author' | 'year' | 'relevance'
 
 /** The books of a listing and their order. */
 export interface Walk {
   field: SortField
   descending: boolean
+  /** The search (src/search.ts), as `q` gave it. */
+  q?: string
   title?: string
   author?: string
   yearFrom?: number
@@ -21,8 +24,9 @@ export interface Walk {
 }
 
 /**
- * Where a walk stands: the last book listed, by its sort key (`key`, null when sorting by id) and
- * id. A walk sorted by a field other than id also carries the snapshot of its first page
+ * Where a walk stands: the last book listed, by its sort key (`key`, null when sorting by id; a
+ * search's rank for `relevance`) and id. A walk sorted by a field other than id also carries the
+ * snapshot of its first page
  * (`pg_current_snapshot()` as text): later pages leave out the books whose sort field changed
  * after it, which an earlier page may have listed at their old place.
  */
@@ -40,7 +44,7 @@ export interface Position {
 
 /** Whether a walk has a filter: then no index bounds what a page of it reads (a budget does). */
 export function hasFilter (walk: Walk): boolean {
-  return walk.title !== undefined || walk.author !== undefined || walk.yearFrom !== undefined || walk.yearTo !== undefined
+  return walk.q !== undefined || walk.title !== undefined || walk.author !== undefined || walk.yearFrom !== undefined || walk.yearTo !== undefined
 }
 
 /**
@@ -59,7 +63,7 @@ export class ListingOverBudget extends Error {
 export function isWalk (query: ListingQuery): boolean {
   return query.limit !== undefined || query.sort !== undefined || query.title !== undefined ||
     query.author !== undefined || query.year_from !== undefined || query.year_to !== undefined ||
-    query.cursor !== undefined
+    query.cursor !== undefined || query.q !== undefined
 }
 
 function year (text: string | undefined): number | undefined | null {
@@ -68,9 +72,12 @@ function year (text: string | undefined): number | undefined | null {
   return value >= YEAR_MIN && value <= YEAR_MAX ? value : null
 }
 
-/** The walk a query (already matched by its schema) asks for; null for a year bound out of range. */
+/**
+ * The walk a query (already matched by its schema) asks for; null for a year bound out of range.
+ * A search without `sort` is ordered by relevance; with one, its matches are sorted by it.
+ */
 export function walkOf (query: ListingQuery): Walk | null {
-  const sort = query.sort ?? 'id'
+  const sort = query.sort ?? (query.q === undefined ? 'id' : 'relevance')
   const descending = sort.startsWith('-')
   const yearFrom = year(query.year_from)
   const yearTo = year(query.year_to)
@@ -78,6 +85,7 @@ export function walkOf (query: ListingQuery): Walk | null {
   return {
     field: (descending ? sort.slice(1) : sort) as SortField,
     descending,
+    ...(query.q === undefined ? {} : { q: query.q }),
     ...(query.title === undefined ? {} : { title: query.title }),
     ...(query.author === undefined ? {} : { author: query.author }),
     ...(yearFrom === undefined ? {} : { yearFrom }),
@@ -103,8 +111,11 @@ export function listingCursors (secret: string, accepted: readonly string[] = []
   // A key of its own, so that nothing signed for one purpose passes for another
   const keys = [secret, ...accepted].map((each) => createHmac('sha256', each).update('bookkeeping listing cursor').digest())
   const key = keys[0]!
+  // A search's `q` is added at the end only: the walks without one keep the tags they had
+  const signedWalk = (walk: Walk) =>
+    [walk.field, walk.descending, walk.title ?? null, walk.author ?? null, walk.yearFrom ?? null, walk.yearTo ?? null, ...(walk.q === undefined ? [] : [walk.q])]
   const tag = (signingKey: Buffer, walk: Walk, payload: string) => createHmac('sha256', signingKey)
-    .update(JSON.stringify([walk.field, walk.descending, walk.title ?? null, walk.author ?? null, walk.yearFrom ?? null, walk.yearTo ?? null]))
+    .update(JSON.stringify(signedWalk(walk)))
     .update('\n').update(payload)
     .digest().subarray(0, TAG_BYTES).toString('base64url')
 
@@ -124,7 +135,7 @@ export function listingCursors (secret: string, accepted: readonly string[] = []
     if (version !== CURSOR_VERSION || typeof id !== 'string' || !isBookId(id)) return false
     if (matchesFirst !== undefined && typeof matchesFirst !== 'boolean') return false
     if (walk.field === 'id') return key === null && snapshot === null
-    return (walk.field === 'year' ? Number.isInteger(key) : typeof key === 'string') &&
+    return (walk.field === 'year' || walk.field === 'relevance' ? Number.isSafeInteger(key) : typeof key === 'string') &&
       typeof snapshot === 'string' && SNAPSHOT.test(snapshot)
   }
 
@@ -152,7 +163,7 @@ export function listingCursors (secret: string, accepted: readonly string[] = []
 }
 
 /** The order of the parameters in a `next` link; the cursor last. */
-const LINK_PARAMETERS = ['limit', 'sort', 'title', 'author', 'year_from', 'year_to'] as const
+const LINK_PARAMETERS = ['limit', 'sort', 'q', 'title', 'author', 'year_from', 'year_to'] as const
 
 /** The path of the page after this one: the same limit, sort and filters, and `cursor`. */
 export function nextPage (query: ListingQuery, cursor: string): string {

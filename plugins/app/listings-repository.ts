@@ -17,11 +17,13 @@ import type { FastifyInstance } from 'fastify'
 import { batched } from '../../src/db/batch.js'
 import { BOOK_COLUMNS } from '../../src/db/books-sql.js'
 import { CHANGED_BY, LISTING_PAGE, LISTING_PAGE_BEYOND, SORT_KEYS, copyPageAfter, copyPageBeyond, pageText, walkFilters, type PageFormat } from '../../src/db/listings-sql.js'
+import { BOOK_WORDS, PIECE_WORDS, TYPO_CANDIDATES, searchRank } from '../../src/db/search-sql.js'
 import { boundedCopyOut, boundedQueryOn, boundedTransaction } from '../../src/db/bounded-query.js'
 import type { SqlDialect } from '../../src/db/dialect.js'
 import { ListingOverBudget, hasFilter, type Position, type Walk } from '../../src/listing.js'
 import type { ListingPage, PageBeyond } from '../../src/listing-stream.js'
 import type { Tracing } from '../../src/tracing.js'
+import { SearchWithoutWords, searchOf, searchPieces, type PieceWord, type Search } from '../../src/search.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -39,10 +41,10 @@ declare module 'fastify' {
 const MATCHES_FIRST_BELOW = 30_000
 
 /** The planner's estimate of how many books match a walk's filters (`EXPLAIN`, no rows read). */
-function matchesEstimateQuery (walk: Walk): { text: string, values: unknown[] } {
+function matchesEstimateQuery (walk: Walk, search: Search | null): { text: string, values: unknown[] } {
   const values: unknown[] = []
   const parameter = (value: unknown, type: string) => `$${values.push(value)}::${type}`
-  return { text: `EXPLAIN (FORMAT JSON) SELECT 1 FROM books WHERE ${walkFilters(walk, parameter).join(' AND ')}`, values }
+  return { text: `EXPLAIN (FORMAT JSON) SELECT 1 FROM books WHERE ${walkFilters(walk, search, parameter).join(' AND ')}`, values }
 }
 
 /** SQLSTATE query_canceled: what `statement_timeout` ends a statement with. */
@@ -76,9 +78,9 @@ interface WalkPageRow {
 }
 
 /**
- * The statement of one page of a walk (src/listing.ts): up to `limit` books of its filters, in
- * its order, after `position`, written as `format` writes them. Built from fixed pieces; every
- * value is a parameter.
+ * The statement of one page of a walk (src/listing.ts): up to `limit` books of its filters and
+ * search, in its order, after `position`, written as `format` writes them. Built from fixed
+ * pieces; every value is a parameter.
  *
  * A keyset page: after the book with sort key k and id i come the other books with key k and
  * a higher id, then those with a key beyond k. Each of the two is one range of an index of the
@@ -99,39 +101,58 @@ interface WalkPageRow {
  * order's index read until the page is full. `OFFSET 0` keeps the planner from reading the
  * matches in the order's index: then a page costs what the matches do, however they lie in the
  * order (`readsMatchesFirst`).
+ *
+ * Ordered by relevance (a search without `sort`), a page always reads the matches first, ranks
+ * each (src/db/search-sql.ts `searchRank`) and keeps the best after the position: no index holds
+ * the rank, which depends on the search. The rank depends on nothing but the book and the search,
+ * so an unchanged book keeps its place in the order from page to page.
  */
 function walkPageQuery (
-  walk: Walk, position: Position | null, limit: number, format: PageFormat, dialect: SqlDialect, matchesFirst = false
+  walk: Walk, search: Search | null, position: Position | null, limit: number, format: PageFormat, dialect: SqlDialect, matchesFirst = false
 ): { text: string, values: unknown[] } {
   const values: unknown[] = [limit]
   const parameter = (value: unknown, type: string) => `$${values.push(value)}::${type}`
-  const filters = walkFilters(walk, parameter)
+  const filters = walkFilters(walk, search, parameter)
+  const ranked = walk.field === 'relevance'
   const key = SORT_KEYS[walk.field]
-  const direction = walk.descending ? ' DESC' : ''
+  const direction = walk.descending !== ranked ? ' DESC' : ''
   const order = walk.field === 'id' ? `id${direction}` : `${key}${direction}, id`
-  const last = walk.field === 'id' ? `id${walk.descending ? '' : ' DESC'}` : `${key}${walk.descending ? '' : ' DESC'}, id DESC`
+  const last = walk.field === 'id' ? `id${direction === '' ? ' DESC' : ''}` : `${key}${direction === '' ? ' DESC' : ''}, id DESC`
   const select = (conditions: string[], orderBy: string) => `SELECT ${BOOK_COLUMNS} FROM books` +
     (conditions.length === 0 ? '' : ` WHERE ${conditions.join(' AND ')}`) + orderBy
   const sortedBy = (orderBy: string) => ` ORDER BY ${orderBy} LIMIT $1`
+  let unmoved: string[] = []
+  if (walk.field !== 'id' && position !== null) {
+    const snapshot = parameter(position.snapshot, 'pg_snapshot')
+    const beyondIssued = (changedBy: string) => dialect.issuedTransactions === null ? '' : ` OR ${dialect.issuedTransactions.beyond(changedBy)}`
+    unmoved = CHANGED_BY[walk.field].map((changedBy) => `(${changedBy} IS NULL OR pg_visible_in_snapshot(${changedBy}, ${snapshot})${beyondIssued(changedBy)})`)
+  }
   let books: string
-  if (position === null) {
+  if (ranked) {
+    // The book's columns under names of their own, beside its rank: the page names them again (below)
+    const columns = BOOK_COLUMNS.split(', ').map((column) => `books.${column} AS book_${column}`).join(', ')
+    const matches = `SELECT ${columns}, ${searchRank(search!, parameter)} AS book_rank FROM books ${BOOK_WORDS}` +
+      ` WHERE ${[...filters, ...unmoved].join(' AND ')} OFFSET 0`
+    let after = ''
+    if (position !== null) {
+      const at = parameter(position.key, 'int8')
+      after = ` WHERE book_rank < ${at} OR (book_rank = ${at} AND book_id > ${parameter(position.id, 'int8')})`
+    }
+    books = `SELECT * FROM (${matches}) matches${after} ORDER BY book_rank DESC, book_id LIMIT $1`
+  } else if (position === null) {
     books = matchesFirst
       ? `SELECT * FROM (${select(filters, ' OFFSET 0')}) matches${sortedBy(order)}`
       : select(filters, sortedBy(order))
   } else if (walk.field === 'id') {
     books = select([...filters, `id ${walk.descending ? '<' : '>'} ${parameter(position.id, 'int8')}`], sortedBy(order))
   } else {
-    const changedBy = CHANGED_BY[walk.field]
-    const snapshot = parameter(position.snapshot, 'pg_snapshot')
-    const beyondIssued = dialect.issuedTransactions === null ? '' : ` OR ${dialect.issuedTransactions.beyond(changedBy)}`
-    const unmoved = `(${changedBy} IS NULL OR pg_visible_in_snapshot(${changedBy}, ${snapshot})${beyondIssued})`
     const at = parameter(position.key, walk.field === 'year' ? 'int4' : 'text')
     const id = parameter(position.id, 'int8')
     const beyond = `${key} ${walk.descending ? '<' : '>'} ${at}`
     books = matchesFirst
-      ? `SELECT * FROM (${select([...filters, unmoved, `(${beyond} OR (${key} = ${at} AND id > ${id}))`], ' OFFSET 0')}) matches${sortedBy(order)}`
-      : `(${select([...filters, unmoved, `${key} = ${at}`, `id > ${id}`], sortedBy('id'))}) UNION ALL ` +
-        `(${select([...filters, unmoved, beyond], sortedBy(order))}) LIMIT $1`
+      ? `SELECT * FROM (${select([...filters, ...unmoved, `(${beyond} OR (${key} = ${at} AND id > ${id}))`], ' OFFSET 0')}) matches${sortedBy(order)}`
+      : `(${select([...filters, ...unmoved, `${key} = ${at}`, `id > ${id}`], sortedBy('id'))}) UNION ALL ` +
+        `(${select([...filters, ...unmoved, beyond], sortedBy(order))}) LIMIT $1`
   }
   // CTEs that read no table: the snapshot that starts a walk, which Citus runs on the coordinator
   // (whose transactions mark the changes) before any shard is read (it reads each shard at its own
@@ -144,9 +165,11 @@ function walkPageQuery (
   const text = `${cte}SELECT count(*)::int4 AS count,
            ${pageText(format, order)} AS text,
            (array_agg(id ORDER BY ${last}))[1]::text AS last_id` +
-    (walk.field === 'id' ? '' : `, (array_agg(${walk.field}::text ORDER BY ${last}))[1] AS last_key`) +
+    (walk.field === 'id' ? '' : `, (array_agg(${ranked ? key : walk.field}::text ORDER BY ${last}))[1] AS last_key`) +
     (walkStart ? ', (SELECT snapshot FROM start) AS snapshot' : '') +
-    ` FROM (${books}) page`
+    (ranked
+      ? ` FROM (${books}) ranked CROSS JOIN LATERAL (SELECT ${BOOK_COLUMNS.split(', ').map((column) => `book_${column} AS ${column}`).join(', ')}) page`
+      : ` FROM (${books}) page`)
   return { text, values }
 }
 
@@ -210,13 +233,32 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
   }
 
   /**
+   * The search `q` asks for: its pieces split into words by PostgreSQL, each with the known words
+   * a typo away from it. `SearchWithoutWords` when it has none to find.
+   */
+  async function searchFor (q: string): Promise<Search> {
+    const pieces = searchPieces(q)
+    const [, { rows }] = await boundedTransaction<[QueryResultRow, PieceWord & { piece: number }]>(pg.pool, [
+      { text: TYPO_CANDIDATES },
+      { text: PIECE_WORDS, values: [pieces.map(({ text }) => text), pieces.map(({ phrase, excluded }) => !phrase && !excluded)] }
+    ])
+    const words = pieces.map((): PieceWord[] => [])
+    // In the order of the pieces and of their words
+    for (const row of rows) words[row.piece - 1]!.push(row)
+    const search = searchOf(pieces, words)
+    if (search === null) throw new SearchWithoutWords()
+    return search
+  }
+
+  /**
    * Whether a page of `walk` reads its matches first: a substring filter that the planner
    * expects to match few books, in another order than id, where the dialect has the planner's
    * estimate. By id the table is read in the order it is stored.
    */
-  async function readsMatchesFirst (walk: Walk): Promise<boolean> {
-    if (!dialect.estimatesMatches || walk.field === 'id' || (walk.title === undefined && walk.author === undefined)) return false
-    const { text, values } = matchesEstimateQuery(walk)
+  async function readsMatchesFirst (walk: Walk, search: Search | null): Promise<boolean> {
+    if (!dialect.estimatesMatches || walk.field === 'id' || walk.field === 'relevance' ||
+      (walk.title === undefined && walk.author === undefined && search === null)) return false
+    const { text, values } = matchesEstimateQuery(walk, search)
     const { rows: [row] } = await query<{ 'QUERY PLAN': Array<{ Plan: { 'Plan Rows': number } }> }>(text, values)
     return row!['QUERY PLAN'][0]!.Plan['Plan Rows'] < MATCHES_FIRST_BELOW
   }
@@ -227,8 +269,9 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
     let matchesFirst = position?.matchesFirst
     const { rows: [row] } = await readBudget.of(client)(async () => {
       signal?.throwIfAborted()
-      matchesFirst ??= await readsMatchesFirst(walk)
-      const { text, values } = walkPageQuery(walk, position, limit, format, dialect, matchesFirst)
+      const search = walk.q === undefined ? null : await searchFor(walk.q)
+      matchesFirst ??= await readsMatchesFirst(walk, search)
+      const { text, values } = walkPageQuery(walk, search, position, limit, format, dialect, matchesFirst)
       // Without a filter a page reads at most `limit` books through the index of its order
       return hasFilter(walk) ? budgetedQuery<WalkPageRow>(text, values) : query<WalkPageRow>(text, values)
     })
@@ -238,7 +281,7 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
       count,
       text,
       last: {
-        key: walk.field === 'id' ? null : walk.field === 'year' ? Number(lastKey) : lastKey!,
+        key: walk.field === 'id' ? null : walk.field === 'year' || walk.field === 'relevance' ? Number(lastKey) : lastKey!,
         id: lastId,
         snapshot: snapshot ?? position?.snapshot ?? null,
         matchesFirst

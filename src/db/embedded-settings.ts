@@ -1,6 +1,8 @@
 import { setFlagsFromString } from 'node:v8'
 import type { PGliteOptions } from '@electric-sql/pglite'
+import { fuzzystrmatch } from '@electric-sql/pglite/contrib/fuzzystrmatch'
 import { pg_trgm as pgTrgm } from '@electric-sql/pglite/contrib/pg_trgm'
+import { unaccent } from '@electric-sql/pglite/contrib/unaccent'
 
 /**
  * How the embedded store runs PGlite, for both the process that creates a cluster
@@ -46,15 +48,15 @@ const POSTGRES_SETTINGS = [
 export const INITDB_ARGS = ['--wal-segsize=1']
 
 /**
- * PGlite's options: its own start parameters (`PGlite.defaultStartParams`) and ours, and pg_trgm,
- * which the migrations create (src/db/migrations.ts): PGlite loads an extension's code only when
- * it is named here, and then only once a statement uses it.
+ * PGlite's options: its own start parameters (`PGlite.defaultStartParams`) and ours, and the
+ * extensions the migrations create (src/db/migrations.ts: pg_trgm, unaccent, fuzzystrmatch): PGlite
+ * loads an extension's code only when it is named here, and then only once a statement uses it.
  */
 export function pgliteOptions (defaultStartParams: readonly string[]): PGliteOptions {
   return {
     startParams: [...defaultStartParams, ...POSTGRES_SETTINGS.flatMap((setting) => ['-c', setting])],
     initDbStartParams: INITDB_ARGS,
-    extensions: { pg_trgm: pgTrgm }
+    extensions: { pg_trgm: pgTrgm, unaccent, fuzzystrmatch }
   }
 }
 

@@ -5,7 +5,9 @@
  * for its length alone.
  */
 import { BOOK_COLUMNS } from './books-sql.js'
+import { searchFilters } from './search-sql.js'
 import type { Walk } from '../listing.js'
+import type { Search } from '../search.js'
 
 /** How the books of a page are written: the envelope's JSON, CSV lines or NDJSON lines. */
 export type PageFormat = 'json' | 'csv' | 'ndjson'
@@ -79,19 +81,25 @@ export const copyPageBeyond = (afterId: string, skip: number, limit: number) =>
   `(SELECT id FROM books WHERE id > ${literal(afterId)} ORDER BY id OFFSET ${literal(skip - 1)} LIMIT 1) ` +
   `ORDER BY id LIMIT ${literal(limit + 1)}) TO STDOUT CSV`
 
-/** The expression each sort orders by: titles and authors by code point, as their indexes are. */
-export const SORT_KEYS = { id: 'id', title: 'title COLLATE "C"', author: 'author COLLATE "C"', year: 'year' } as const
-/** The column that says which transaction last changed each sort field (src/db/migrations.ts, version 3). */
-export const CHANGED_BY = { title: 'title_xid', author: 'author_xid', year: 'year_xid' } as const
+/**
+ * The expression each sort orders by: titles and authors by code point, as their indexes are; a
+ * search's rank, which a ranked page computes (`book_rank`, plugins/app/listings-repository.ts).
+ */
+export const SORT_KEYS = { id: 'id', title: 'title COLLATE "C"', author: 'author COLLATE "C"', year: 'year', relevance: 'book_rank' } as const
+/**
+ * The columns that say which transaction last changed each sort field (src/db/migrations.ts,
+ * version 3): a search's rank changes with the title and the author.
+ */
+export const CHANGED_BY = { title: ['title_xid'], author: ['author_xid'], year: ['year_xid'], relevance: ['title_xid', 'author_xid'] } as const
 
 /** An ILIKE pattern for the strings that contain `text` as it is: `%`, `_` and `\` are escaped. */
 function containing (text: string): string {
   return `%${text.replace(/[\\%_]/g, '\\$&')}%`
 }
 
-/** The conditions of a walk's filters, each value a parameter that `parameter` adds. */
-export function walkFilters (walk: Walk, parameter: (value: unknown, type: string) => string): string[] {
-  const filters: string[] = []
+/** The conditions of a walk's filters and of its search, each value a parameter that `parameter` adds. */
+export function walkFilters (walk: Walk, search: Search | null, parameter: (value: unknown, type: string) => string): string[] {
+  const filters: string[] = search === null ? [] : searchFilters(search, parameter)
   if (walk.title !== undefined) filters.push(`title ILIKE ${parameter(containing(walk.title), 'text')}`)
   if (walk.author !== undefined) filters.push(`author ILIKE ${parameter(containing(walk.author), 'text')}`)
   if (walk.yearFrom !== undefined) filters.push(`year >= ${parameter(walk.yearFrom, 'int4')}`)

@@ -136,7 +136,78 @@ export const migrations: readonly Migration[] = [
       `ALTER TABLE idempotency_keys
         ADD CONSTRAINT idempotency_keys_one_answer CHECK ((book_id IS NULL) <> (book_ids IS NULL))`
     ]
-  }
+  },
+  // The search (`q`, src/db/search-sql.ts): folding accents away, and the edit distance of two
+  // words for typos. In PostgreSQL's contrib and PGlite's; each a statement of its own (above)
+  { version: 17, name: 'create extension unaccent', sql: 'CREATE EXTENSION IF NOT EXISTS unaccent' },
+  { version: 18, name: 'create extension fuzzystrmatch', sql: 'CREATE EXTENSION IF NOT EXISTS fuzzystrmatch' },
+  {
+    version: 19,
+    name: 'search words',
+    // The words a search finds in a text: lowercase, accents folded (`Brontë` is `bronte`, `Straße`
+    // is `strasse`), split by PostgreSQL's text search parser with the `simple` configuration,
+    // which stems nothing and drops no word, whatever the language. IMMUTABLE, as an index
+    // expression must be: it is, for a given unaccent dictionary. Every name qualified, so that
+    // it means the same whatever the search_path of whoever runs it (a restore, autovacuum)
+    sql: [
+      `CREATE FUNCTION search_fold(text) RETURNS text
+        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+        RETURN pg_catalog.lower(public.unaccent('public.unaccent'::regdictionary, $1))`,
+      `CREATE FUNCTION search_words_of(text) RETURNS tsvector
+        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+        RETURN pg_catalog.to_tsvector('pg_catalog.simple'::regconfig, public.search_fold($1))`
+    ]
+  },
+  concurrentIndex(20, 'books_title_words', 'books USING gin (search_words_of(title))'),
+  concurrentIndex(21, 'books_author_words', 'books USING gin (search_words_of(author))'),
+  {
+    version: 22,
+    name: 'create known words',
+    // Every word of 4 to 64 characters without a digit that a title or author has held: where a
+    // search finds the words a typo away from its own (by trigrams, then by edit distance). Added
+    // to by the statement that writes a book, whoever sends it (the service, an import's COPY, an
+    // operator's SQL), so a book is found through a typo as soon as it is committed. A word is
+    // never taken out: one that no book holds any more finds nothing. No unique constraint: two
+    // writers adding the same word at once would wait for each other's commit (an import's lasts
+    // minutes); a word twice costs a duplicate that the search reads once. No trigger on Citus,
+    // which runs none on a distributed table (docs/deployment.md, Citus)
+    sql: [
+      'CREATE TABLE search_words (word text NOT NULL)',
+      'CREATE INDEX search_words_word ON search_words (word)',
+      `CREATE FUNCTION search_words_to_know(title text, author text) RETURNS SETOF text
+        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+        AS $$ SELECT words.lexeme FROM unnest(public.search_words_of(title) || public.search_words_of(author)) AS words
+              WHERE length(words.lexeme) BETWEEN 4 AND 64 AND words.lexeme !~ '[0-9]' $$`,
+      `CREATE FUNCTION search_words_remember() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        INSERT INTO public.search_words (word)
+        SELECT DISTINCT learned.word FROM written, public.search_words_to_know(written.title, written.author) AS learned (word)
+        WHERE NOT EXISTS (SELECT 1 FROM public.search_words known WHERE known.word = learned.word);
+        RETURN NULL;
+      END $$`,
+      `DO $$ BEGIN
+        IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+          CREATE TRIGGER books_search_words_created AFTER INSERT ON books REFERENCING NEW TABLE AS written
+            FOR EACH STATEMENT EXECUTE FUNCTION search_words_remember();
+          CREATE TRIGGER books_search_words_updated AFTER UPDATE ON books REFERENCING NEW TABLE AS written
+            FOR EACH STATEMENT EXECUTE FUNCTION search_words_remember();
+        END IF;
+      END $$`
+    ]
+  },
+  {
+    version: 23,
+    name: 'known words of the books',
+    // The words of the books written before the triggers: one statement that locks no book, and
+    // adds words beside the triggers' without waiting for them (no unique constraint)
+    sql: `INSERT INTO search_words (word)
+      SELECT word FROM books, search_words_to_know(books.title, books.author) AS word
+      EXCEPT SELECT word FROM search_words`,
+    alone: true
+  },
+  concurrentIndex(24, 'search_words_trigrams', 'search_words USING gin (word gin_trgm_ops)'),
+  // The planner's statistics of the new index expressions: which words are common
+  { version: 25, name: 'analyze books for the search', sql: 'ANALYZE books', alone: true }
 ]
 
 /**

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { TEXT_MAX_LENGTH } from './book-limits.js'
+import { SEARCH_MAX_LENGTH } from '../search.js'
 
 /** The most books one page holds (`limit`). */
 const PAGE_LIMIT_MAX = 1000
@@ -30,6 +31,13 @@ export const ListingQuerySchema = Type.Object({
   sort: Type.Optional(Type.Union(SORTS.map((sort) => Type.Literal(sort)), {
     description: 'The order: id, title, author or year, descending with a leading -; ties by id ascending; ' +
       'titles and authors by Unicode code point'
+  })),
+  q: Type.Optional(Type.String({
+    minLength: 1,
+    maxLength: SEARCH_MAX_LENGTH,
+    pattern: '^[^\\u0000]*$',
+    description: 'Search: the books whose title or author holds every word, ignoring case and accents, best first ' +
+      '(without `sort`); `"a phrase"`, `-word` excluded, the last word also as a prefix, typos forgiven in words of 5 letters or more'
   })),
   title: Type.Optional(FilterText('title')),
   author: Type.Optional(FilterText('author')),

@@ -1,0 +1,100 @@
+/**
+ * The SQL of a search (`q`, src/search.ts) that plugins/app/listings-repository.ts runs: the words
+ * of its pieces and the known words a typo away from each, then the conditions a book matches
+ * and the rank that orders the matches (docs/api.md, Search, says how). A book's words are
+ * `search_words_of` its title and of its author (src/db/migrations.ts), which the indexes
+ * `books_title_words` and `books_author_words` hold.
+ */
+import type { Search } from '../search.js'
+
+/**
+ * The lowest trigram similarity at which a known word is a candidate for a typo: low enough
+ * that every word one typo away from a word of 5 letters (similarity 0.2 at least) or two from
+ * one of 9 (0.11) is among them. Each candidate is then held to the rule itself, by its distance.
+ */
+const TYPO_CANDIDATE_SIMILARITY = 0.1
+
+/** Before `PIECE_WORDS`, in its transaction. */
+export const TYPO_CANDIDATES = `SET LOCAL pg_trgm.similarity_threshold = ${TYPO_CANDIDATE_SIMILARITY}`
+
+/**
+ * The words of each piece ($1, texts; $2, whether its words may match through a typo), in the
+ * order they stand, and for each how many typos it may be off by (`typos`: none up to 4
+ * characters, one from 5 to 8, two from 9; none for a word with a digit) and the known words
+ * (`search_words`) that may be that many typos away: those within twice as many edits, since a
+ * swap of two letters is two edits to `levenshtein`. src/search.ts keeps those within the rule.
+ */
+export const PIECE_WORDS = `SELECT pieces.piece::int4 AS piece, words.lexeme, position::int4 AS position, allowed.typos,
+           CASE WHEN allowed.typos = 0 THEN '{}'::text[] ELSE ARRAY(
+             SELECT DISTINCT known.word FROM search_words known
+             WHERE known.word % words.lexeme
+               AND length(known.word) BETWEEN length(words.lexeme) - allowed.typos AND length(words.lexeme) + allowed.typos
+               AND levenshtein_less_equal(known.word, words.lexeme, 2 * allowed.typos) <= 2 * allowed.typos
+           ) END AS near
+         FROM unnest($1::text[], $2::bool[]) WITH ORDINALITY AS pieces (text, typos, piece)
+         CROSS JOIN LATERAL unnest(search_words_of(pieces.text)) AS words
+         CROSS JOIN LATERAL unnest(words.positions) AS position
+         CROSS JOIN LATERAL (SELECT CASE
+           WHEN NOT pieces.typos OR words.lexeme ~ '[0-9]' THEN 0
+           WHEN length(words.lexeme) >= 9 THEN 2
+           WHEN length(words.lexeme) >= 5 THEN 1
+           ELSE 0 END AS typos) AS allowed
+         ORDER BY piece, position`
+
+/** The words of a book's title and of its author, as the indexes hold them. */
+const TITLE_WORDS = 'search_words_of(title)'
+const AUTHOR_WORDS = 'search_words_of(author)'
+
+/**
+ * What a ranked page joins `books` with: the words of each book's title and author, computed
+ * once per book for the rank's many matches (`OFFSET 0` keeps the planner from writing the
+ * expression into each of them).
+ */
+export const BOOK_WORDS = `CROSS JOIN LATERAL (SELECT ${TITLE_WORDS} AS title_words, ${AUTHOR_WORDS} AS author_words OFFSET 0) words`
+
+/** A `tsquery` as a parameter, each text once. */
+function queries (parameter: (value: unknown, type: string) => string) {
+  const named = new Map<string, string>()
+  return (query: string) => {
+    if (!named.has(query)) named.set(query, parameter(query, 'tsquery'))
+    return named.get(query)!
+  }
+}
+
+/**
+ * The conditions a book matches, on the indexed expressions: each term in its title or its
+ * author (in one of its forms), each phrase in one of them, no excluded word or phrase in either.
+ */
+export function searchFilters (search: Search, parameter: (value: unknown, type: string) => string): string[] {
+  const query = queries(parameter)
+  const inBook = (text: string) => `(${TITLE_WORDS} @@ ${query(text)} OR ${AUTHOR_WORDS} @@ ${query(text)})`
+  return [
+    ...search.terms.map(({ forms }) => inBook(forms)),
+    ...search.phrases.map(inBook),
+    ...search.excluded.map((text) => `NOT ${inBook(text)}`)
+  ]
+}
+
+/** Weights of the parts of a rank: each part counts at most 101 (200 characters hold no more words), below 256. */
+const RANK_PARTS = [16_777_216, 65_536, 256, 1] as const
+
+/**
+ * The rank of a book that matches (`BOOK_WORDS` joined), higher first, each part above the next:
+ * how many terms it holds as written; how many it holds without a typo (as written or as a
+ * prefix); how many terms and phrases its title holds; and for each two neighbouring terms, 2
+ * when they stand next to each other in that order, 1 when within three words of each other.
+ */
+export function searchRank (search: Search, parameter: (value: unknown, type: string) => string): string {
+  const query = queries(parameter)
+  const inBook = (text: string) => `(words.title_words @@ ${query(text)} OR words.author_words @@ ${query(text)})`
+  const count = (conditions: string[]) => conditions.length === 0 ? '0' : conditions.map((condition) => `(${condition})::int4`).join(' + ')
+  const parts = [
+    count(search.terms.map(({ exact }) => inBook(exact))),
+    count(search.terms.map(({ exactOrPrefix }) => inBook(exactOrPrefix))),
+    count([...search.terms.map(({ forms }) => forms), ...search.phrases].map((text) => `words.title_words @@ ${query(text)}`)),
+    search.pairs.length === 0
+      ? '0'
+      : search.pairs.map(({ adjacent, near }) => `CASE WHEN ${inBook(adjacent)} THEN 2 WHEN ${inBook(near)} THEN 1 ELSE 0 END`).join(' + ')
+  ]
+  return parts.map((part, i) => `(${part})::int8 * ${RANK_PARTS[i]}`).join(' + ')
+}
