@@ -282,7 +282,11 @@ t.test('GET /openapi.json: a valid OpenAPI 3 document that every real answer con
     t.match(page.headers.link, /^<\/books\?limit=1&sort=-title&title=e&cursor=[^>]+>; rel="next"$/, 'a page, with its Link')
     const parameters = operation(dereferenced, 'GET /books').parameters as Array<Record<string, any>>
     t.strictSame(parameters.filter((parameter) => parameter.in === 'query').map((parameter) => parameter.name),
-      ['limit', 'sort', 'title', 'author', 'year_from', 'year_to', 'cursor'], 'every query parameter documented')
+      ['limit', 'sort', 'q', 'title', 'author', 'year_from', 'year_to', 'cursor'], 'every query parameter documented')
+    const search = await withToken({ method: 'GET', url: '/books?q=dispos&limit=1' })
+    conforms(t, 'GET /books', search, 200, Message.BooksRetrieved)
+    t.equal(search.json().data.length, 1, 'a search, which found the book')
+    conforms(t, 'GET /books', await withToken({ method: 'GET', url: '/books?q=%21' }), 400, Message.InvalidInput)
     t.match((operation(dereferenced, 'GET /books').responses as any)['200'].headers, { Link: { schema: { type: 'string' } } }, 'the Link header documented')
     conforms(t, 'GET /books', await withToken({ method: 'GET', url: '/books?limit=0' }), 400, Message.InvalidInput)
     const read = await withToken({ method: 'GET', url: `/book/${id}` })
