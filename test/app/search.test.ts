@@ -67,7 +67,8 @@ t.test('the words of a search', async (t) => {
     ['三体黑暗森林', '刘慈欣'],
     ['The Hobbit', 'J. R. R. Tolkien'],
     ['Herbert Frank', 'Nobody'],
-    ['Economics', 'Someone']
+    ['Economics', 'Someone'],
+    ['Æsop', 'Łódź']
   ])
 
   t.test('every word, in the title or the author, ignoring case and accents', async (t) => {
@@ -90,6 +91,7 @@ t.test('the words of a search', async (t) => {
     t.strictSame(await titles('黑暗 '), [], 'whose parts are not words')
     t.strictSame(await titles('三体 '), [], 'not even its first characters, but as a prefix')
     t.strictSame(await titles('三体'), ['三体黑暗森林'])
+    t.strictSame(await titles('aesop lodz'), ['Æsop'], 'æ is ae, ł is l')
   })
 
   t.test('the last word also matches as a prefix, unless a space follows it', async (t) => {
@@ -142,6 +144,7 @@ t.test('typos', async (t) => {
     t.strictSame(await titles('mieviile '), ['Perdido Street Station'], 'on the folded word')
     t.strictSame(await titles('hbobti '), [], 'not two')
     t.strictSame(await titles('herbret'), ['Dune'], 'the last word too')
+    t.strictSame(await titles('tolkei'), [], 'not in the start of a longer word')
   })
 
   t.test('a word of 9 letters or more may be two typos off', async (t) => {
