@@ -74,10 +74,14 @@ function operand (lexeme: string, prefix = false): string {
 }
 
 /**
- * A word of `q` to find: `forms`, every way a book may hold it (as written, as a prefix when it
- * is the last word, through a typo), `exact` as written, `exactOrPrefix` as written or as a prefix.
+ * A word of `q` to find (`lexeme`, which also matches as a prefix when `prefix`, and through a typo
+ * as each of `typoWords`), with its queries: `forms`, every way a book may hold it, `exact` as
+ * written, `exactOrPrefix` as written or as a prefix.
  */
 export interface SearchTerm {
+  lexeme: string
+  prefix: boolean
+  typoWords: string[]
   forms: string
   exact: string
   exactOrPrefix: string
@@ -125,9 +129,16 @@ export function searchOf (pieces: readonly SearchPiece[], words: ReadonlyArray<r
     const final = pieceWords.at(-1)!.lexeme
     for (const { lexeme, typos, near } of pieceWords) {
       const prefix = piece.last && (lexeme === final || lexeme.endsWith(`-${final}`))
-      const known = near.filter((word) => word !== lexeme && typoDistance(lexeme, word) <= typos)
+      const typoWords = near.filter((word) => word !== lexeme && typoDistance(lexeme, word) <= typos)
       const exactOrPrefix = operand(lexeme, prefix)
-      search.terms.push({ forms: [exactOrPrefix, ...known.map((word) => operand(word))].join(' | '), exact: operand(lexeme), exactOrPrefix })
+      search.terms.push({
+        lexeme,
+        prefix,
+        typoWords,
+        forms: [exactOrPrefix, ...typoWords.map((word) => operand(word))].join(' | '),
+        exact: operand(lexeme),
+        exactOrPrefix
+      })
     }
   })
   if (search.terms.length === 0 && search.phrases.length === 0) return null

@@ -17,13 +17,14 @@ import type { FastifyInstance } from 'fastify'
 import { batched } from '../../src/db/batch.js'
 import { BOOK_COLUMNS } from '../../src/db/books-sql.js'
 import { CHANGED_BY, LISTING_PAGE, LISTING_PAGE_BEYOND, SORT_KEYS, copyPageAfter, copyPageBeyond, pageText, walkFilters, type PageFormat } from '../../src/db/listings-sql.js'
-import { BOOK_WORDS, PIECE_WORDS, TYPO_CANDIDATES, searchRank } from '../../src/db/search-sql.js'
+import { BOOK_WORDS, FIELD_WORDS, PIECE_WORDS, TYPO_CANDIDATES, WORD_STATISTICS, searchFilters, searchRank } from '../../src/db/search-sql.js'
 import { boundedCopyOut, boundedQueryOn, boundedTransaction } from '../../src/db/bounded-query.js'
 import type { SqlDialect } from '../../src/db/dialect.js'
 import { ListingOverBudget, hasFilter, type Position, type Walk } from '../../src/listing.js'
 import type { ListingPage, PageBeyond } from '../../src/listing-stream.js'
 import type { Tracing } from '../../src/tracing.js'
 import { SearchWithoutWords, searchOf, searchPieces, type PieceWord, type Search } from '../../src/search.js'
+import { searchLevels, type SearchLevel, type WordFrequencies } from '../../src/search-plan.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -39,6 +40,9 @@ declare module 'fastify' {
  * figures are in docs/performance.md, The list at any size.
  */
 const MATCHES_FIRST_BELOW = 30_000
+
+/** How long the planner's statistics of the words serve a search before they are read again. */
+const WORD_STATISTICS_MS = 60_000
 
 /** The planner's estimate of how many books match a walk's filters (`EXPLAIN`, no rows read). */
 function matchesEstimateQuery (walk: Walk, search: Search | null): { text: string, values: unknown[] } {
@@ -77,6 +81,35 @@ interface WalkPageRow {
   snapshot?: string
 }
 
+/** A book's columns under names of their own, beside its rank: a ranked page names them again. */
+const RANKED_COLUMNS = BOOK_COLUMNS.split(', ').map((column) => `books.${column} AS book_${column}`).join(', ')
+
+/**
+ * The parts of a page of a one-word search that read its `levels` (src/search-plan.ts), in
+ * order, from the level of `position` on: up to `$1` books of a level, with the rank of the
+ * level, in id order, after `position`'s id in its own level. Walked: the books in id order, the
+ * level's word checked on each (`IS TRUE` is no condition that an index reads, so the primary key
+ * is read in order, and no further than the page needs). Through the index: the books that hold
+ * the level's word, then sorted (`OFFSET 0` keeps the planner from reading them in id order).
+ */
+function levelPages (
+  walk: Walk, search: Search, levels: readonly SearchLevel[], position: Position | null, unmoved: string[],
+  parameter: (value: unknown, type: string) => string
+): string[] {
+  const term = search.terms[0]!
+  const rank = searchRank(search, parameter)
+  const others = [...walkFilters(walk, null, parameter), ...searchFilters(search, parameter, true), ...unmoved]
+  return levels.filter((level) => position === null || level.rank <= Number(position.key)).map((level) => {
+    const holds = `${FIELD_WORDS[level.field]} @@ ${parameter(term[level.form], 'tsquery')}`
+    const after = position !== null && level.rank === Number(position.key) ? [`books.id > ${parameter(position.id, 'int8')}`] : []
+    const conditions = [level.walk ? `(${holds}) IS TRUE` : holds, ...others, ...after, `${rank} = ${level.rank}`].join(' AND ')
+    const select = `SELECT ${RANKED_COLUMNS}, ${level.rank}::int8 AS book_rank FROM books ${BOOK_WORDS} WHERE ${conditions}`
+    return level.walk
+      ? `(${select} ORDER BY books.id LIMIT $1)`
+      : `(SELECT * FROM (${select} OFFSET 0) level ORDER BY book_id LIMIT $1)`
+  })
+}
+
 /**
  * The statement of one page of a walk (src/listing.ts): up to `limit` books of its filters and
  * search, in its order, after `position`, written as `format` writes them. Built from fixed
@@ -102,17 +135,21 @@ interface WalkPageRow {
  * matches in the order's index: then a page costs what the matches do, however they lie in the
  * order (`readsMatchesFirst`).
  *
- * Ordered by relevance (a search without `sort`), a page always reads the matches first, ranks
- * each (src/db/search-sql.ts `searchRank`) and keeps the best after the position: no index holds
- * the rank, which depends on the search. The rank depends on nothing but the book and the search,
- * so an unchanged book keeps its place in the order from page to page.
+ * Ordered by relevance (a search without `sort`), a page reads the matches first, ranks each
+ * (src/db/search-sql.ts `searchRank`) and keeps the best after the position: no index holds the
+ * rank, which depends on the search. Or, given `levels` (a one-word search: src/search-plan.ts),
+ * it reads level after level from the position's, each level's books in id order, walked or
+ * through an index, until the page is full. The rank depends on nothing but the book and the
+ * search, so an unchanged book keeps its place in the order from page to page.
  */
 function walkPageQuery (
-  walk: Walk, search: Search | null, position: Position | null, limit: number, format: PageFormat, dialect: SqlDialect, matchesFirst = false
+  walk: Walk, search: Search | null, position: Position | null, limit: number, format: PageFormat, dialect: SqlDialect,
+  { matchesFirst = false, levels = null }: { matchesFirst?: boolean, levels?: SearchLevel[] | null } = {}
 ): { text: string, values: unknown[] } {
   const values: unknown[] = [limit]
   const parameter = (value: unknown, type: string) => `$${values.push(value)}::${type}`
-  const filters = walkFilters(walk, search, parameter)
+  // Levels have filters of their own (`levelPages`); a parameter the statement does not use has no type
+  const filters = levels === null ? walkFilters(walk, search, parameter) : []
   const ranked = walk.field === 'relevance'
   const key = SORT_KEYS[walk.field]
   const direction = walk.descending !== ranked ? ' DESC' : ''
@@ -128,10 +165,11 @@ function walkPageQuery (
     unmoved = CHANGED_BY[walk.field].map((changedBy) => `(${changedBy} IS NULL OR pg_visible_in_snapshot(${changedBy}, ${snapshot})${beyondIssued(changedBy)})`)
   }
   let books: string
-  if (ranked) {
-    // The book's columns under names of their own, beside its rank: the page names them again (below)
-    const columns = BOOK_COLUMNS.split(', ').map((column) => `books.${column} AS book_${column}`).join(', ')
-    const matches = `SELECT ${columns}, ${searchRank(search!, parameter)} AS book_rank FROM books ${BOOK_WORDS}` +
+  if (ranked && levels !== null) {
+    // A subquery: a page of one level is a parenthesized query with a LIMIT of its own
+    books = `SELECT * FROM (${levelPages(walk, search!, levels, position, unmoved, parameter).join(' UNION ALL ')}) levels LIMIT $1`
+  } else if (ranked) {
+    const matches = `SELECT ${RANKED_COLUMNS}, ${searchRank(search!, parameter)} AS book_rank FROM books ${BOOK_WORDS}` +
       ` WHERE ${[...filters, ...unmoved].join(' AND ')} OFFSET 0`
     let after = ''
     if (position !== null) {
@@ -251,6 +289,37 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
   }
 
   /**
+   * The planner's statistics of the words (src/search-plan.ts), read again once they are
+   * `WORD_STATISTICS_MS` old: none where the dialect has none, or before an ANALYZE.
+   */
+  let wordStatistics: { read: number, frequencies: Promise<WordFrequencies | null> } | null = null
+  function wordFrequencies (): Promise<WordFrequencies | null> {
+    if (wordStatistics === null || performance.now() - wordStatistics.read > WORD_STATISTICS_MS) {
+      // A failed read is tried again by the next search
+      wordStatistics = { read: performance.now(), frequencies: readWordFrequencies().catch(() => { wordStatistics = null; return null }) }
+    }
+    return wordStatistics.frequencies
+  }
+  async function readWordFrequencies (): Promise<WordFrequencies | null> {
+    if (!dialect.estimatesMatches) return null
+    const { rows } = await query<{ index: string, words: string[], frequencies: number[], books: number }>(WORD_STATISTICS, [])
+    if (rows.length === 0) return null
+    const of = (index: string) => {
+      const row = rows.find((each) => each.index === index)
+      // The frequencies end with more figures (the least and the most of them)
+      return new Map(row === undefined ? [] : row.words.map((word, i) => [word, row.frequencies[i]!]))
+    }
+    return { title: of('books_title_words'), author: of('books_author_words'), books: rows[0]!.books }
+  }
+
+  /** How a page of `limit` books of a search by relevance reads its levels: a one-word search, where statistics say how. */
+  async function levelsOf (search: Search, limit: number): Promise<SearchLevel[] | null> {
+    if (search.terms.length !== 1 || search.phrases.length > 0) return null
+    const frequencies = await wordFrequencies()
+    return frequencies === null ? null : searchLevels(search.terms[0]!, frequencies, limit)
+  }
+
+  /**
    * Whether a page of `walk` reads its matches first: a substring filter that the planner
    * expects to match few books, in another order than id, where the dialect has the planner's
    * estimate. By id the table is read in the order it is stored.
@@ -271,7 +340,8 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
       signal?.throwIfAborted()
       const search = walk.q === undefined ? null : await searchFor(walk.q)
       matchesFirst ??= await readsMatchesFirst(walk, search)
-      const { text, values } = walkPageQuery(walk, search, position, limit, format, dialect, matchesFirst)
+      const levels = walk.field === 'relevance' ? await levelsOf(search!, limit) : null
+      const { text, values } = walkPageQuery(walk, search, position, limit, format, dialect, { matchesFirst, levels })
       // Without a filter a page reads at most `limit` books through the index of its order
       return hasFilter(walk) ? budgetedQuery<WalkPageRow>(text, values) : query<WalkPageRow>(text, values)
     })

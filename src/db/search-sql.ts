@@ -42,8 +42,19 @@ export const PIECE_WORDS = `SELECT pieces.piece::int4 AS piece, words.lexeme, po
          ORDER BY piece, position`
 
 /** The words of a book's title and of its author, as the indexes hold them. */
-const TITLE_WORDS = 'search_words_of(title)'
-const AUTHOR_WORDS = 'search_words_of(author)'
+export const FIELD_WORDS = { title: 'search_words_of(title)', author: 'search_words_of(author)' } as const
+const { title: TITLE_WORDS, author: AUTHOR_WORDS } = FIELD_WORDS
+
+/**
+ * The planner's statistics of the words of titles and of authors (ANALYZE's most common elements
+ * of each index's expression, with the fraction of books that hold each), and how many books it
+ * counted. Empty before an ANALYZE; none on Citus, whose shards are analyzed on the workers.
+ */
+export const WORD_STATISTICS = `SELECT stats.tablename AS index, stats.most_common_elems::text::text[] AS words,
+           stats.most_common_elem_freqs AS frequencies, books.reltuples::float8 AS books
+         FROM pg_stats stats, pg_class books
+         WHERE stats.schemaname = 'public' AND stats.tablename IN ('books_title_words', 'books_author_words')
+           AND books.oid = 'public.books'::regclass AND stats.most_common_elems IS NOT NULL`
 
 /**
  * What a ranked page joins `books` with: the words of each book's title and author, computed
@@ -63,20 +74,25 @@ function queries (parameter: (value: unknown, type: string) => string) {
 
 /**
  * The conditions a book matches, on the indexed expressions: each term in its title or its
- * author (in one of its forms), each phrase in one of them, no excluded word or phrase in either.
+ * author (in one of its forms), each phrase in one of them, no excluded word or phrase in either
+ * (`excludedOnly`: these alone).
  */
-export function searchFilters (search: Search, parameter: (value: unknown, type: string) => string): string[] {
+export function searchFilters (search: Search, parameter: (value: unknown, type: string) => string, excludedOnly = false): string[] {
   const query = queries(parameter)
   const inBook = (text: string) => `(${TITLE_WORDS} @@ ${query(text)} OR ${AUTHOR_WORDS} @@ ${query(text)})`
   return [
-    ...search.terms.map(({ forms }) => inBook(forms)),
-    ...search.phrases.map(inBook),
+    ...(excludedOnly ? [] : [...search.terms.map(({ forms }) => inBook(forms)), ...search.phrases.map(inBook)]),
     ...search.excluded.map((text) => `NOT ${inBook(text)}`)
   ]
 }
 
 /** Weights of the parts of a rank: each part counts at most 101 (200 characters hold no more words), below 256. */
 const RANK_PARTS = [16_777_216, 65_536, 256, 1] as const
+
+/** The rank of a book whose parts (`searchRank`) count these. */
+export function rankOf (parts: readonly [number, number, number, number]): number {
+  return parts.reduce((rank, part, i) => rank + part * RANK_PARTS[i]!, 0)
+}
 
 /**
  * The rank of a book that matches (`BOOK_WORDS` joined), higher first, each part above the next:
