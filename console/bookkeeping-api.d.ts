@@ -909,6 +909,8 @@ export interface operations {
                 limit?: string;
                 /** @description The order: id, title, author or year, descending with a leading -; ties by id ascending; titles and authors by Unicode code point */
                 sort?: "id" | "-id" | "title" | "-title" | "author" | "-author" | "year" | "-year";
+                /** @description Search: the books whose title or author holds every word, ignoring case and accents, best first (without `sort`); `"a phrase"`, `-word` excluded, the last word also as a prefix, typos forgiven in words of 5 letters or more */
+                q?: string;
                 /** @description Books whose title contains this text, ignoring case; %, _ and \ are ordinary characters */
                 title?: string;
                 /** @description Books whose author contains this text, ignoring case; %, _ and \ are ordinary characters */

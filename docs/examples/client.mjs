@@ -64,6 +64,12 @@ export class BookkeepingClient {
     }
   }
 
+  /**
+   * The books that `q` finds (docs/api.md, Search), best first, page by page as `walkBooks`
+   * yields them; `query`: `limit` and the other parameters of a listing.
+   */
+  searchBooks (q, query = {}) { return this.walkBooks({ ...query, q }) }
+
   getBook (id) { return this.#authorizedData('GET', `/book/${id}`) }
 
   /** The book and its `ETag`: the version to name in `If-Match` when changing or deleting it. */
@@ -159,6 +165,9 @@ async function main (env) {
   const pages = []
   for await (const page of client.walkBooks({ limit: 1, sort: 'title', author: 'herbert' })) pages.push(page)
   console.log('walked', JSON.stringify(pages))
+  // A search, best first, despite its typo: its first page of two
+  const { value: found } = await client.searchBooks('herbret', { limit: 2 }).next()
+  console.log('searched', JSON.stringify(found))
   const { book, etag } = await client.getBookWithEtag(created.id)
   console.log('read', JSON.stringify(book))
   // Based on the book as read: had it changed since, the update would be refused (412)

@@ -76,6 +76,11 @@ class BookkeepingClient:
             yield answer.data
             path = next_page(answer.headers.get("Link"))
 
+    def search_books(self, q, **query):
+        """The books that `q` finds (docs/api.md, Search), best first, page by page as `walk_books`
+        yields them; `query`: `limit` and the other parameters of a listing."""
+        return self.walk_books(q=q, **query)
+
     def get_book(self, book_id):
         return self._authorized("GET", f"/book/{book_id}").data
 
@@ -169,6 +174,8 @@ def main(env):
     print("listed", json.dumps(client.list_books()), flush=True)
     # Herbert's books, one a page: a few pages to show even on a service with many books
     print("walked", json.dumps(list(client.walk_books(limit=1, sort="title", author="herbert"))), flush=True)
+    # A search, best first, despite its typo: its first page of two
+    print("searched", json.dumps(next(client.search_books("herbret", limit=2))), flush=True)
     book, etag = client.get_book_with_etag(created["id"])
     print("read", json.dumps(book), flush=True)
     # Based on the book as read: had it changed since, the update would be refused (412)

@@ -133,7 +133,7 @@ function nextPageQuery (link: string | null): BookQuery | null {
 }
 
 /**
- * One round of create, list, walk page by page, read, update (with `If-Match`, the `ETag` read)
+ * One round of create, list, walk page by page, search, read, update (with `If-Match`, the `ETag` read)
  * and delete, each call typed from the document.
  */
 export async function exampleRound (api: BookkeepingApi) {
@@ -143,11 +143,13 @@ export async function exampleRound (api: BookkeepingApi) {
   // Herbert's books, one a page: a few pages to show even on a service with many books
   const walked: Book[][] = []
   for await (const page of walkBooks(api, { limit: '1', sort: 'title', author: 'herbert' })) walked.push(page)
+  // A search, best first, despite its typo: its first page of two
+  const searched = dataOf(await api.GET('/books', { params: { query: { q: 'herbret', limit: '2' } } }))
   const reading = await api.GET('/book/{id}', { params: { path } })
   const read = dataOf(reading)
   // Based on the book as read: had it changed since, the update would be refused (412, an ApiError)
   const header = { 'if-match': reading.response.headers.get('ETag') ?? undefined }
   const updated = dataOf(await api.PUT('/book/{id}', { params: { path, header }, body: { year: 1966 } }))
   const deleted = dataOf(await api.DELETE('/book/{id}', { params: { path } }))
-  return { created, listed, walked, read, updated, deleted }
+  return { created, listed, walked, searched, read, updated, deleted }
 }

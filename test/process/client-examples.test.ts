@@ -44,7 +44,9 @@ const OTHER_BOOKS = [
 ]
 /** The query of the examples' walk */
 const WALK = { limit: '1', sort: 'title', author: 'herbert' } as const
-const STEPS = ['created', 'listed', 'walked', 'read', 'updated', 'deleted'] as const
+/** The query of the examples' search: a typo of Herbert, whose books it finds */
+const SEARCH = { q: 'herbret', limit: '2' } as const
+const STEPS = ['created', 'listed', 'walked', 'searched', 'read', 'updated', 'deleted'] as const
 /**
  * A bound for a hang of one run of an example: two waits of 5 s and a few requests take over
  * 10 s alone, and a Python run beside other test files on a loaded machine far longer
@@ -274,6 +276,11 @@ async function checkRound (t: Test, run: Run, db: pg.Client, sent: WireRequest[]
   t.equal(listed.length, OTHER_BOOKS.length + 1, 'listed: every book')
   t.ok(listed.some((book) => JSON.stringify(book) === JSON.stringify(created)), 'listed: the one created among them')
   checkWalk(t, listed, run.steps.walked as Book[][], sent)
+  // Every Herbert book ranks alike (the author, through a typo): by id
+  t.strictSame(run.steps.searched, listed.filter(({ author }) => author.endsWith('Herbert')).sort((a, b) => a.id - b.id).slice(0, 2),
+    'searched: the first page of the search, best first')
+  t.strictSame(sent.filter(({ line }) => line.startsWith('GET /books?q=') || line.includes('&q=')).map(({ line }) =>
+    Object.fromEntries(new URLSearchParams(line.slice(line.indexOf('?') + 1)))), [SEARCH], 'the search asked once, with its query')
   t.strictSame(run.steps.read, created, 'read: the book as created')
   t.strictSame(run.steps.updated, { ...created, year: 1966 }, 'updated: the new year, the rest kept')
   t.equal(run.steps.deleted, null, 'deleted: data null')
@@ -308,7 +315,7 @@ function checkWalk (t: Test, listed: Book[], walked: Book[][], sent: WireRequest
     'walked: the matching books by title, one a page, each once, then an empty page')
   const cursors = listingCursors(SECRET)
   const walk = walkOf(WALK)!
-  const asked = sent.filter(({ line }) => line.startsWith('GET /books?')).map(({ line }) => {
+  const asked = sent.filter(({ line }) => line.startsWith('GET /books?') && !new URLSearchParams(line.slice(line.indexOf('?') + 1)).has('q')).map(({ line }) => {
     const { cursor, ...query } = Object.fromEntries(new URLSearchParams(line.slice(line.indexOf('?') + 1)))
     if (cursor === undefined) return { query, after: null }
     const position = /^[\w-]+\.[\w-]+$/.test(cursor) ? cursors.decode(walk, cursor) : null
@@ -341,7 +348,7 @@ function hold (t: Test, service: Service): Promise<Socket> {
 t.test('each example: a round, and a token that expired; the generated types', { skip: STORE_INDEPENDENT }, async (t) => {
   const { service, proxy, db, url } = await setUp(t)
   for (const example of EXAMPLES_TO_RUN) {
-    t.test(`${example.name}: logs in, creates, lists, walks, reads, updates, deletes`, async (t) => {
+    t.test(`${example.name}: logs in, creates, lists, walks, searches, reads, updates, deletes`, async (t) => {
       const sentFrom = proxy.sent.length
       const logFrom = service.stdout.length
       const run = await example.run(t, url)
@@ -349,7 +356,7 @@ t.test('each example: a round, and a token that expired; the generated types', {
       if (!await checkRound(t, run, db, sent)) return
       const pages = (run.steps.walked as unknown[]).map(() => 'GET /books 200')
       t.strictSame(await requestLines(service, logFrom),
-        ['POST /token 200', 'POST /book 201', 'GET /books 200', ...pages, 'GET /book/:id 200', 'PUT /book/:id 200', 'DELETE /book/:id 200'].map((line) => line.replace(':id', String((run.steps.created as Book).id))),
+        ['POST /token 200', 'POST /book 201', 'GET /books 200', ...pages, 'GET /books 200', 'GET /book/:id 200', 'PUT /book/:id 200', 'DELETE /book/:id 200'].map((line) => line.replace(':id', String((run.steps.created as Book).id))),
         'one login, then each call once (the query strings are not logged)')
       t.strictSame(run.log, [], 'nothing repeated')
     })
