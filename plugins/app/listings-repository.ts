@@ -17,14 +17,16 @@ import type { FastifyInstance } from 'fastify'
 import { batched } from '../../src/db/batch.js'
 import { BOOK_COLUMNS } from '../../src/db/books-sql.js'
 import { CHANGED_BY, LISTING_PAGE, LISTING_PAGE_BEYOND, SORT_KEYS, copyPageAfter, copyPageBeyond, pageText, walkFilters, type PageFormat } from '../../src/db/listings-sql.js'
-import { BOOK_WORDS, FIELD_WORDS, PIECE_WORDS, TYPO_CANDIDATES, WORD_STATISTICS, searchFilters, searchRank } from '../../src/db/search-sql.js'
+import {
+  BOOK_WORDS, FIELD_WORDS, PIECE_WORDS, RANKED_PAGE_SETTINGS, TYPO_CANDIDATES, WORD_STATISTICS, holdsPiece, searchFilters, searchRank
+} from '../../src/db/search-sql.js'
 import { boundedCopyOut, boundedQueryOn, boundedTransaction } from '../../src/db/bounded-query.js'
 import type { SqlDialect } from '../../src/db/dialect.js'
 import { ListingOverBudget, hasFilter, type Position, type Walk } from '../../src/listing.js'
 import type { ListingPage, PageBeyond } from '../../src/listing-stream.js'
 import type { Tracing } from '../../src/tracing.js'
 import { SearchWithoutWords, searchOf, searchPieces, type PieceWord, type Search } from '../../src/search.js'
-import { searchLevels, type SearchLevel, type WordFrequencies } from '../../src/search-plan.js'
+import { drivingPiece, searchLevels, type SearchLevel, type WordFrequencies } from '../../src/search-plan.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -98,7 +100,7 @@ function levelPages (
 ): string[] {
   const term = search.terms[0]!
   const rank = searchRank(search, parameter)
-  const others = [...walkFilters(walk, null, parameter), ...searchFilters(search, parameter, true), ...unmoved]
+  const others = [...walkFilters(walk, null, parameter), ...searchFilters(search, parameter, { excludedOnly: true }), ...unmoved]
   return levels.filter((level) => position === null || level.rank <= Number(position.key)).map((level) => {
     const holds = `${FIELD_WORDS[level.field]} @@ ${parameter(term[level.form], 'tsquery')}`
     const after = position !== null && level.rank === Number(position.key) ? [`books.id > ${parameter(position.id, 'int8')}`] : []
@@ -135,22 +137,23 @@ function levelPages (
  * matches in the order's index: then a page costs what the matches do, however they lie in the
  * order (`readsMatchesFirst`).
  *
- * Ordered by relevance (a search without `sort`), a page reads the matches first, ranks each
- * (src/db/search-sql.ts `searchRank`) and keeps the best after the position: no index holds the
- * rank, which depends on the search. Or, given `levels` (a one-word search: src/search-plan.ts),
+ * Ordered by relevance (a search without `sort`), a page reads the matches first (the books that
+ * hold `driver`, the search's rarest piece, through the indexes), ranks each (src/db/search-sql.ts
+ * `searchRank`) and keeps the best after the position: no index holds the rank, which depends on
+ * the search. Or, given `levels` (a one-word search: src/search-plan.ts),
  * it reads level after level from the position's, each level's books in id order, walked or
  * through an index, until the page is full. The rank depends on nothing but the book and the
  * search, so an unchanged book keeps its place in the order from page to page.
  */
 function walkPageQuery (
   walk: Walk, search: Search | null, position: Position | null, limit: number, format: PageFormat, dialect: SqlDialect,
-  { matchesFirst = false, levels = null }: { matchesFirst?: boolean, levels?: SearchLevel[] | null } = {}
+  { matchesFirst = false, levels = null, driver = null }: { matchesFirst?: boolean, levels?: SearchLevel[] | null, driver?: string | null } = {}
 ): { text: string, values: unknown[] } {
   const values: unknown[] = [limit]
   const parameter = (value: unknown, type: string) => `$${values.push(value)}::${type}`
-  // Levels have filters of their own (`levelPages`); a parameter the statement does not use has no type
-  const filters = levels === null ? walkFilters(walk, search, parameter) : []
   const ranked = walk.field === 'relevance'
+  // A ranked page has filters of its own (below); a parameter the statement does not use has no type
+  const filters = ranked ? [] : walkFilters(walk, search, parameter)
   const key = SORT_KEYS[walk.field]
   const direction = walk.descending !== ranked ? ' DESC' : ''
   const order = walk.field === 'id' ? `id${direction}` : `${key}${direction}, id`
@@ -169,8 +172,11 @@ function walkPageQuery (
     // A subquery: a page of one level is a parenthesized query with a LIMIT of its own
     books = `SELECT * FROM (${levelPages(walk, search!, levels, position, unmoved, parameter).join(' UNION ALL ')}) levels LIMIT $1`
   } else if (ranked) {
+    // The books that hold the driving piece, through the indexes; every condition then on the
+    // words computed once per book
+    const conditions = [holdsPiece(driver!, parameter), ...searchFilters(search!, parameter, { joined: true }), ...walkFilters(walk, null, parameter), ...unmoved]
     const matches = `SELECT ${RANKED_COLUMNS}, ${searchRank(search!, parameter)} AS book_rank FROM books ${BOOK_WORDS}` +
-      ` WHERE ${[...filters, ...unmoved].join(' AND ')} OFFSET 0`
+      ` WHERE ${conditions.join(' AND ')} OFFSET 0`
     let after = ''
     if (position !== null) {
       const at = parameter(position.key, 'int8')
@@ -233,9 +239,10 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
    * narrows, a trigram that most titles hold, an order read far for few matches): cancelled by
    * the server once it has run `budgetMs`, which is `ListingOverBudget`.
    */
-  async function budgetedQuery<R extends QueryResultRow> (text: string, values: unknown[]): Promise<QueryResult<R>> {
+  async function budgetedQuery<R extends QueryResultRow> (text: string, values: unknown[], settings: string | null = null): Promise<QueryResult<R>> {
     try {
-      const [, result] = await boundedTransaction<[QueryResultRow, R]>(pg.pool, [{ text: budget }, { text, values }], overBudget)
+      const bounds = settings === null ? budget : `${budget}; ${settings}`
+      const [, result] = await boundedTransaction<[QueryResultRow, R]>(pg.pool, [{ text: bounds }, { text, values }], overBudget)
       return result
     } catch (err) {
       throw overBudget(err) ? new ListingOverBudget(budgetMs) : err
@@ -313,10 +320,9 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
   }
 
   /** How a page of `limit` books of a search by relevance reads its levels: a one-word search, where statistics say how. */
-  async function levelsOf (search: Search, limit: number): Promise<SearchLevel[] | null> {
-    if (search.terms.length !== 1 || search.phrases.length > 0) return null
-    const frequencies = await wordFrequencies()
-    return frequencies === null ? null : searchLevels(search.terms[0]!, frequencies, limit)
+  function levelsOf (search: Search, frequencies: WordFrequencies | null, limit: number): SearchLevel[] | null {
+    if (search.terms.length !== 1 || search.phrases.length > 0 || frequencies === null) return null
+    return searchLevels(search.terms[0]!, frequencies, limit)
   }
 
   /**
@@ -340,10 +346,15 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
       signal?.throwIfAborted()
       const search = walk.q === undefined ? null : await searchFor(walk.q)
       matchesFirst ??= await readsMatchesFirst(walk, search)
-      const levels = walk.field === 'relevance' ? await levelsOf(search!, limit) : null
-      const { text, values } = walkPageQuery(walk, search, position, limit, format, dialect, { matchesFirst, levels })
+      let options: Parameters<typeof walkPageQuery>[6] = { matchesFirst }
+      if (walk.field === 'relevance') {
+        const frequencies = await wordFrequencies()
+        options = { levels: levelsOf(search!, frequencies, limit), driver: drivingPiece(search!, frequencies) }
+      }
+      const { text, values } = walkPageQuery(walk, search, position, limit, format, dialect, options)
       // Without a filter a page reads at most `limit` books through the index of its order
-      return hasFilter(walk) ? budgetedQuery<WalkPageRow>(text, values) : query<WalkPageRow>(text, values)
+      if (!hasFilter(walk)) return query<WalkPageRow>(text, values)
+      return budgetedQuery<WalkPageRow>(text, values, walk.field === 'relevance' ? RANKED_PAGE_SETTINGS : null)
     })
     const { count, text, last_id: lastId, last_key: lastKey, snapshot } = row!
     if (lastId === null) return { count, text, last: null }

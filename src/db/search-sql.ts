@@ -73,13 +73,36 @@ function queries (parameter: (value: unknown, type: string) => string) {
 }
 
 /**
- * The conditions a book matches, on the indexed expressions: each term in its title or its
- * author (in one of its forms), each phrase in one of them, no excluded word or phrase in either
- * (`excludedOnly`: these alone).
+ * The settings of a page ordered by relevance, in its transaction: bitmaps of up to some 200,000
+ * pages kept exact (with the default 4MB, a bitmap of a common word's books turns lossy, and every
+ * book of each page it names is checked again, its words computed), and no reading of the whole
+ * table, which computes the words of every book, where an index reads the books that hold a word.
  */
-export function searchFilters (search: Search, parameter: (value: unknown, type: string) => string, excludedOnly = false): string[] {
+export const RANKED_PAGE_SETTINGS = "SET LOCAL work_mem = '32MB'; SET LOCAL enable_seqscan = off"
+
+/** `(query in the title OR in the author)`, the words read from the indexed expressions or from `BOOK_WORDS`. */
+function inEitherField (query: string, joined: boolean): string {
+  return joined
+    ? `(words.title_words @@ ${query} OR words.author_words @@ ${query})`
+    : `(${TITLE_WORDS} @@ ${query} OR ${AUTHOR_WORDS} @@ ${query})`
+}
+
+/** The condition that a book holds `piece` (a term's forms or a phrase, src/search.ts) in either field, which the indexes read. */
+export function holdsPiece (piece: string, parameter: (value: unknown, type: string) => string): string {
+  return inEitherField(parameter(piece, 'tsquery'), false)
+}
+
+/**
+ * The conditions a book matches: each term in its title or its author (in one of its forms),
+ * each phrase in one of them, no excluded word or phrase in either (`excludedOnly`: these alone).
+ * On the indexed expressions, or on `BOOK_WORDS` (`joined`), which computes a book's words once
+ * for all of them.
+ */
+export function searchFilters (
+  search: Search, parameter: (value: unknown, type: string) => string, { excludedOnly = false, joined = false } = {}
+): string[] {
   const query = queries(parameter)
-  const inBook = (text: string) => `(${TITLE_WORDS} @@ ${query(text)} OR ${AUTHOR_WORDS} @@ ${query(text)})`
+  const inBook = (text: string) => inEitherField(query(text), joined)
   return [
     ...(excludedOnly ? [] : [...search.terms.map(({ forms }) => inBook(forms)), ...search.phrases.map(inBook)]),
     ...search.excluded.map((text) => `NOT ${inBook(text)}`)
@@ -102,7 +125,7 @@ export function rankOf (parts: readonly [number, number, number, number]): numbe
  */
 export function searchRank (search: Search, parameter: (value: unknown, type: string) => string): string {
   const query = queries(parameter)
-  const inBook = (text: string) => `(words.title_words @@ ${query(text)} OR words.author_words @@ ${query(text)})`
+  const inBook = (text: string) => inEitherField(query(text), true)
   const count = (conditions: string[]) => conditions.length === 0 ? '0' : conditions.map((condition) => `(${condition})::int4`).join(' + ')
   const parts = [
     count(search.terms.map(({ exact }) => inBook(exact))),
