@@ -19,9 +19,9 @@ export interface WordFrequencies {
   books: number
 }
 
-export type SearchField = 'title' | 'author'
+type SearchField = 'title' | 'author'
 /** Which of a term's queries (src/search.ts, SearchTerm). */
-export type TermForm = 'exact' | 'exactOrPrefix' | 'forms'
+type TermForm = 'exact' | 'exactOrPrefix' | 'forms'
 
 /**
  * A level: the books of rank `rank`, which all hold the term in `field` in `form` (the condition

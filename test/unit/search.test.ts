@@ -1,0 +1,100 @@
+/**
+ * What `q` asks for (src/search.ts): its pieces, the typo distance, the queries built from the
+ * words PostgreSQL split; how a one-word search reads the levels of its rank and which piece a
+ * ranked page reads through the indexes (src/search-plan.ts); and the cursors of walks without a
+ * search, which the search left as they were.
+ */
+import t from 'tap'
+import { listingCursors } from '../../src/listing.js'
+import { searchOf, searchPieces, typoDistance, type PieceWord } from '../../src/search.js'
+import { drivingPiece, searchLevels, type WordFrequencies } from '../../src/search-plan.js'
+
+t.test('the pieces of q', async (t) => {
+  const piece = (text: string, rest: { phrase?: boolean, excluded?: boolean, last?: boolean } = {}) =>
+    ({ text, phrase: false, excluded: false, last: false, ...rest })
+  t.strictSame(searchPieces('herbert dune'), [piece('herbert'), piece('dune', { last: true })], 'words, the last as a prefix')
+  t.strictSame(searchPieces('herbert dune '), [piece('herbert'), piece('dune')], 'no prefix after a space')
+  t.strictSame(searchPieces('"frank herbert" -messiah -"dune messiah"'),
+    [piece('frank herbert', { phrase: true }), piece('messiah', { excluded: true }), piece('dune messiah', { phrase: true, excluded: true })])
+  t.strictSame(searchPieces('rock-n-roll'), [piece('rock-n-roll', { last: true })], 'a hyphen inside a word')
+  t.strictSame(searchPieces('"name of the rose'), [piece('name of the rose', { phrase: true })], 'a quote left open runs to the end')
+  t.strictSame(searchPieces('a - b'), [piece('a'), piece('-'), piece('b', { last: true })], 'a lone - is a word of punctuation')
+  t.strictSame(searchPieces('  '), [])
+  t.strictSame(searchPieces('-"'), [piece('', { phrase: true, excluded: true })])
+})
+
+t.test('the typo distance: letters inserted, deleted, changed, two neighbours swapped', async (t) => {
+  for (const [a, b, distance] of [
+    ['tolkien', 'tolkien', 0], ['tolkein', 'tolkien', 1], ['hobit', 'hobbit', 1], ['hobbbit', 'hobbit', 1], ['hobbot', 'hobbit', 1],
+    ['fondatoin', 'foundation', 2], ['fnodatoin', 'foundation', 4], ['ca', 'abc', 3], ['', 'abc', 3], ['三体', '体三', 1], ['é', 'e', 1]
+  ] as Array<[string, string, number]>) {
+    t.equal(typoDistance(a, b), distance, `${a} ${b}`)
+    t.equal(typoDistance(b, a), distance, `${b} ${a}`)
+  }
+})
+
+t.test('the queries of a search', async (t) => {
+  const word = (lexeme: string, near: string[] = [], typos = 1): PieceWord => ({ lexeme, typos, near })
+  const search = searchOf(searchPieces("tolkein o'brien hob"), [[word('tolkein', ['tolkien', 'tolkiens', 'token'])], [word('o', [], 0), word('brien')], [word('hob', [], 0)]])!
+  t.strictSame(search.terms.map(({ lexeme, prefix, typoWords }) => [lexeme, prefix, typoWords]),
+    [['tolkein', false, ['tolkien']], ['o', false, []], ['brien', false, []], ['hob', true, []]],
+    'the near words a typo away (two are not), the last word as a prefix')
+  t.strictSame(search.terms[0], { lexeme: 'tolkein', prefix: false, typoWords: ['tolkien'], forms: "'tolkein' | 'tolkien'", exact: "'tolkein'", exactOrPrefix: "'tolkein'" })
+  t.equal(search.terms[3]!.forms, "'hob':*")
+  t.equal(search.pairs.length, 3, 'a pair of each two neighbouring terms')
+  t.equal(search.pairs[1]!.adjacent, "('o') <-> ('brien')")
+  t.equal(search.pairs[1]!.near, "('o') <2> ('brien') | ('o') <3> ('brien') | ('brien') <-> ('o') | ('brien') <2> ('o') | ('brien') <3> ('o')")
+
+  const quoted = searchOf(searchPieces('"it\'s a\\b" -x'), [[word('it', [], 0), word('s', [], 0), word("a\\b'", [], 0)], [word('x', [], 0)]])!
+  t.strictSame(quoted.phrases, ["'it' <-> 's' <-> 'a\\\\b'''"], 'a phrase, its quotes doubled and backslashes escaped')
+  t.strictSame(quoted.excluded, ["'x'"])
+
+  const compound = searchOf(searchPieces('rock-n-ro'), [[word('rock-n-ro', [], 0), word('rock', [], 0), word('n', [], 0), word('ro', [], 0)]])!
+  t.strictSame(compound.terms.map(({ lexeme, prefix }) => [lexeme, prefix]), [['rock-n-ro', true], ['rock', false], ['n', false], ['ro', true]],
+    'the last word of a hyphenated word, and the whole of it, as prefixes')
+
+  t.equal(searchOf(searchPieces('!!! -dune'), [[], [word('dune')]]), null, 'only exclusions: nothing to find')
+  t.equal(searchOf(searchPieces('!!!'), [[]]), null, 'only punctuation')
+})
+
+t.test('the levels of a one-word search, each walked where dense and read through an index where sparse', async (t) => {
+  const frequencies: WordFrequencies = {
+    title: new Map([['the', 0.26], ['theory', 0.01], ['there', 0.02], ['tolkien', 0.00001]]),
+    author: new Map([['the', 0.0001], ['tolkien', 0.002]]),
+    books: 10_000_000
+  }
+  const term = (lexeme: string, prefix: boolean, typoWords: string[] = []) =>
+    ({ lexeme, prefix, typoWords, forms: '', exact: '', exactOrPrefix: '' })
+  const the = searchLevels(term('the', true), frequencies, 20)
+  t.strictSame(the.map(({ field, form, walk }) => [field, form, walk]), [
+    ['title', 'forms', true], // a quarter of the books: a page within a hundred walked
+    ['author', 'exact', false], // a thousand books, through the index
+    ['title', 'forms', true], // `the` as a prefix only: 3% of the books
+    ['author', 'exactOrPrefix', false]
+  ])
+  t.ok(the.every((level, i) => i === 0 || level.rank < the[i - 1]!.rank), 'best first')
+  const tolkein = searchLevels(term('tolkein', false, ['tolkien']), frequencies, 20)
+  t.strictSame(tolkein.map(({ field, form, walk }) => [field, form, walk]), [
+    ['title', 'forms', false], ['author', 'exact', false], ['title', 'forms', false], ['author', 'forms', true]
+  ], 'a word no book holds, through the indexes; then its typo in 0.2% of the authors, walked (a page within 10,000 books)')
+  t.equal(tolkein.at(-1)!.rank, 0, 'through a typo in the author alone: the lowest rank')
+})
+
+t.test('a ranked page reads the rarest piece through the indexes', async (t) => {
+  const frequencies: WordFrequencies = { title: new Map([['the', 0.26], ['night', 0.04]]), author: new Map(), books: 1000 }
+  const search = searchOf(searchPieces('the night quixotic '), [[{ lexeme: 'the', typos: 0, near: [] }],
+    [{ lexeme: 'night', typos: 1, near: [] }], [{ lexeme: 'quixotic', typos: 1, near: [] }]])!
+  t.equal(drivingPiece(search, frequencies), "'quixotic'", 'a word too rare for the statistics')
+  t.equal(drivingPiece({ ...search, terms: search.terms.slice(0, 2) }, frequencies), "'night'")
+  t.equal(drivingPiece(search, null), "'the'", 'without statistics, the first')
+  t.equal(drivingPiece({ ...search, terms: [], phrases: ["'a' <-> 'b'"] }, frequencies), "'a' <-> 'b'", 'a search of phrases: the first')
+})
+
+t.test('a cursor of a walk without a search is the one made before searches existed', async (t) => {
+  const cursors = listingCursors('a secret of the tests, long enough for any key')
+  const walk = { field: 'year', descending: true, author: 'tolkien' } as const
+  const made = 'WzEsMTk1NCwiNDIiLCIxMDA6MTA1OiIsdHJ1ZV0.3bC7MA4JAHkHbswovEXUBA'
+  t.equal(cursors.encode(walk, { key: 1954, id: '42', snapshot: '100:105:', matchesFirst: true }), made)
+  t.ok(cursors.decode(walk, made), 'and read')
+  t.equal(cursors.decode({ ...walk, q: 'tolkien' }, made), null, 'not for a search')
+})
