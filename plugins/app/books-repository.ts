@@ -11,7 +11,7 @@ import { boundedQueryOn } from '../../src/db/bounded-query.js'
 import type { SqlDialect } from '../../src/db/dialect.js'
 import type { Tracing } from '../../src/tracing.js'
 import type { Book, BookCreate, BookPatch } from '../../src/schemas/book.js'
-import { CREATE, CREATE_ONE, DELETE, EXISTS, FIND, STORED_KEYS, UPDATE, UPDATE_ONE } from '../../src/db/books-sql.js'
+import { CREATE_ONE, DELETE, EXISTS, FIND, STORED_KEYS, UPDATE, UPDATE_ONE, createStatement } from '../../src/db/books-sql.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -104,6 +104,7 @@ function knownKey (call: CreateCall, stored: StoredKey | undefined): CreateOutco
  */
 function createBooksRepository (pg: PostgresDb, dialect: SqlDialect, tracing: Tracing) {
   const query = boundedQueryOn(pg.pool)
+  const CREATE = createStatement(dialect.learnsWords)
 
   const finds = batched<string, StoredBook | null>(async (ids) => {
     const { rows } = await query<BookRow>(FIND, [ids])

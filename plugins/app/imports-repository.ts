@@ -16,7 +16,8 @@ import pg, { type Pool, type PoolClient } from 'pg'
 import { boundedQuery } from '../../src/db/bounded-query.js'
 import { IS_PGLITE } from '../../src/db/embedded.js'
 import { listenForLostConnections } from '../../src/db/lost-connections.js'
-import { COPY_BYTES, copyIntoImport, CREATE_IMPORT_TABLE, INSERT_BOOKS, INSERT_ROWS, STORE_KEY, STORED_KEY, TAKE_KEY } from '../../src/db/imports-sql.js'
+import { COPY_BYTES, copyIntoImport, CREATE_IMPORT_TABLE, INSERT_ROWS, STORE_KEY, STORED_KEY, TAKE_KEY, insertBooks } from '../../src/db/imports-sql.js'
+import type { SqlDialect } from '../../src/db/dialect.js'
 import { BEGIN_BOUNDED } from '../../src/db/time-bounds.js'
 import type { IdRun } from '../../src/import-ids.js'
 import type { ImportSpool } from '../../src/import-spool.js'
@@ -50,7 +51,8 @@ function appendRun (runs: IdRun[], run: IdRun) {
 const multirange = (runs: IdRun[]) => `{${runs.map(({ first, count }) => `[${first},${first + count})`).join(',')}}`
 const runsOf = (text: string): IdRun[] => [...text.matchAll(/\[(\d+),(\d+)\)/g)].map(([, first, end]) => ({ first: Number(first), count: Number(end) - Number(first) }))
 
-function createImportsRepository (pool: Pool, atOnce: number) {
+function createImportsRepository (pool: Pool, atOnce: number, dialect: SqlDialect) {
+  const INSERT_BOOKS = insertBooks(dialect.learnsWords)
   // Keys of imports in flight in this instance: PGlite's one session would grant the same lock twice
   const keysInFlight = new Set<string>()
 
@@ -130,5 +132,5 @@ export default fp(async function importsRepository (fastify) {
   const pool = new pg.Pool({ ...options, max: atOnce })
   listenForLostConnections(pool, (err) => fastify.log.warn({ err }, 'idle import connection lost'))
   fastify.addHook('onClose', () => pool.end())
-  fastify.decorate('importsRepository', createImportsRepository(pool, atOnce))
+  fastify.decorate('importsRepository', createImportsRepository(pool, atOnce, fastify.sqlDialect))
 }, { name: 'imports-repository', dependencies: ['postgres', 'migrate'] })

@@ -24,6 +24,17 @@ export const logged = (kind: 'created' | 'updated' | 'deleted', rows: string) =>
            SELECT '${kind}', row_to_json(changed)::text
            FROM (SELECT ${kind === 'deleted' ? 'id' : BOOK_COLUMNS} FROM ${rows} ORDER BY id) AS changed
          )`
+// On Citus, which runs no trigger on a distributed table, the CTE that adds the words of the books
+// a statement wrote to the known words (src/db/migrations.ts, version 22) in that statement, as
+// the triggers do on PostgreSQL; `search_words` is a table of the coordinator that Citus knows
+// (`onCoordinator`), so the two commit together. Empty elsewhere
+export const learned = (learnsWords: boolean, rows: string) => learnsWords
+  ? `, learned AS (
+           INSERT INTO search_words (word)
+           SELECT DISTINCT learning.word FROM ${rows}, search_words_to_know(${rows}.title, ${rows}.author) AS learning (word)
+           WHERE NOT EXISTS (SELECT 1 FROM search_words known WHERE known.word = learning.word)
+         )`
+  : ''
 // Creates, with or without an idempotency key, one statement per batch. Ids are drawn in the
 // order of the calls. A key is taken with a transaction-level advisory lock that its writer holds
 // until it commits: a key whose lock another transaction holds is in flight elsewhere (`busy`).
@@ -34,7 +45,7 @@ export const logged = (kind: 'created' | 'updated' | 'deleted', rows: string) =>
 // are taken in `input`, which reads no table, so Citus runs it on the coordinator, where every
 // instance takes them (src/db/migrate.ts), never on a worker; stored keys are looked up by
 // value, which asks only the shards that hold them.
-export const CREATE = `WITH input AS MATERIALIZED (
+export const createStatement = (learnsWords: boolean) => `WITH input AS MATERIALIZED (
            SELECT *, key IS NULL OR pg_try_advisory_xact_lock(lock) AS granted
            FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::bytea[], $6::int8[])
              WITH ORDINALITY AS input(title, author, year, key, fingerprint, lock, n)
@@ -57,7 +68,7 @@ export const CREATE = `WITH input AS MATERIALIZED (
            INSERT INTO books (${BOOK_COLUMNS}) OVERRIDING SYSTEM VALUE
            SELECT ${BOOK_COLUMNS} FROM fresh WHERE key IS NULL OR key IN (SELECT key FROM keyed)
            RETURNING ${BOOK_COLUMNS}
-         ), ${logged('created', 'created')}
+         ), ${logged('created', 'created')}${learned(learnsWords, 'created')}
          SELECT CASE
                   WHEN free.n IS NULL THEN 'busy'
                   WHEN free.known_id IS NOT NULL
@@ -73,7 +84,7 @@ export const CREATE = `WITH input AS MATERIALIZED (
 // a chain of steps, each a round of the coordinator with its workers, and writes a shard per book,
 // so a batch costs more than its creates one by one (docs/deployment.md, Citus)
 export const CREATE_ONE = `WITH created AS (INSERT INTO books (title, author, year) VALUES ($1, $2, $3) RETURNING ${BOOK_COLUMNS}),
-         ${logged('created', 'created')}
+         ${logged('created', 'created')}${learned(true, 'created')}
          SELECT id::text AS id FROM created`
 export const STORED_KEYS = 'SELECT key, fingerprint, book_id::text AS id FROM idempotency_keys WHERE key = ANY($1::text[])'
 // One statement per batch; a null field keeps its value, so concurrent updates of different
@@ -115,7 +126,7 @@ export const UPDATE_ONE = `WITH ${MARK}, updated AS (
            UPDATE books SET ${changes('$2::text', '$3::text', '$4::int4')}
            WHERE id = $1 AND ($5::int4[] IS NULL OR version = ANY($5::int4[]))
            RETURNING ${BOOKS_COLUMNS}, books.version
-         ), ${logged('updated', 'updated')}
+         ), ${logged('updated', 'updated')}${learned(true, 'updated')}
          SELECT * FROM updated`
 // `$2`, when not null, lists the versions the delete is allowed on (If-Match)
 export const DELETE = `WITH deleted AS (

@@ -42,6 +42,11 @@ export interface SqlDialect {
   readonly estimatesMatches: boolean
   /** Whether a listing reads a page ahead: not on Citus, where a page already spreads over the workers. */
   readonly readsAhead: boolean
+  /**
+   * Whether the statements that write books add their words to the known words themselves
+   * (src/db/books-sql.ts `learned`): on Citus, which runs no trigger on a distributed table.
+   */
+  readonly learnsWords: boolean
 }
 
 export const POSTGRES: SqlDialect = {
@@ -53,7 +58,8 @@ export const POSTGRES: SqlDialect = {
     beyond: (column) => `${column} >= (SELECT xmax FROM horizon)`
   },
   estimatesMatches: true,
-  readsAhead: true
+  readsAhead: true,
+  learnsWords: false
 }
 
 export const CITUS: SqlDialect = {
@@ -62,5 +68,6 @@ export const CITUS: SqlDialect = {
   skipLockedRows: '',
   issuedTransactions: null,
   estimatesMatches: false,
-  readsAhead: false
+  readsAhead: false,
+  learnsWords: true
 }

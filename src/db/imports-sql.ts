@@ -7,7 +7,7 @@
  */
 import type { ClientBase } from 'pg'
 import { from as copyFrom } from 'pg-copy-streams'
-import { BOOK_COLUMNS, logged } from './books-sql.js'
+import { BOOK_COLUMNS, learned, logged } from './books-sql.js'
 
 /** Books per statement into `books`: each writes its rows, their indexes and their changes. */
 export const INSERT_ROWS = 5_000
@@ -22,14 +22,14 @@ export const CREATE_IMPORT_TABLE = `CREATE TEMP TABLE book_import (
 // creates of src/db/books-sql.ts draw theirs), each create recorded in the change log. Answers
 // the ids as runs of consecutive ids, in input order: ids drawn in order are one run unless
 // another transaction drew some in between
-export const INSERT_BOOKS = `WITH fresh AS MATERIALIZED (
+export const insertBooks = (learnsWords: boolean) => `WITH fresh AS MATERIALIZED (
            SELECT n, title, author, year, nextval((SELECT pg_get_serial_sequence('books', 'id'))::regclass) AS id
            FROM (SELECT n, title, author, year FROM book_import WHERE n BETWEEN $1 AND $2 ORDER BY n) AS ordered
          ), created AS (
            INSERT INTO books (${BOOK_COLUMNS}) OVERRIDING SYSTEM VALUE
            SELECT ${BOOK_COLUMNS} FROM fresh
            RETURNING ${BOOK_COLUMNS}
-         ), ${logged('created', 'created')}
+         ), ${logged('created', 'created')}${learned(learnsWords, 'created')}
          SELECT min(id)::text AS first, count(*)::int AS count
          FROM (SELECT id, id - row_number() OVER (ORDER BY n) AS run FROM fresh) AS numbered
          GROUP BY run ORDER BY min(id)`

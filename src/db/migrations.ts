@@ -174,7 +174,8 @@ export const migrations: readonly Migration[] = [
     // never taken out: one that no book holds any more finds nothing. No unique constraint: two
     // writers adding the same word at once would wait for each other's commit (an import's lasts
     // minutes); a word twice costs a duplicate that the search reads once. No trigger on Citus,
-    // which runs none on a distributed table (docs/deployment.md, Citus)
+    // which runs none on a distributed table: there the service's statements that write books add
+    // their words (src/db/books-sql.ts `learned`; docs/deployment.md, Citus)
     sql: [
       'CREATE TABLE search_words (word text NOT NULL)',
       'CREATE INDEX search_words_word ON search_words (word)',
@@ -247,6 +248,7 @@ export const distribution: ReadonlyArray<{ table: string, column: string }> = [
  * transaction commits on the coordinator and the workers together (two-phase commit). A table
  * Citus does not know commits on its own after the workers have: a crash between the two would
  * keep a book's change and lose its row here. `book_changes` (version 15) must be in the same
- * transaction as each write, and stays on one node for the order of the feed.
+ * transaction as each write, and stays on one node for the order of the feed; so do the known
+ * words (`search_words`, version 22), which the writes add to there (src/db/books-sql.ts `learned`).
  */
-export const onCoordinator: readonly string[] = ['book_changes']
+export const onCoordinator: readonly string[] = ['book_changes', 'search_words']

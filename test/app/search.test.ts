@@ -313,6 +313,30 @@ t.test('a book is found however it was written, as soon as it is committed', asy
   t.strictSame(await titles('zitherits '), ['Operator restored'], 'an update by SQL')
 })
 
+t.test('with the SQL for Citus, which runs no trigger, the service\'s writes add their words to the known ones', async (t) => {
+  const dbUrl = await createDatabase(t)
+  const app = await build(t, dbUrl, { DB_DIALECT: 'citus' })
+  const token = await getToken(app)
+  const db = await pgClient(t, dbUrl)
+  await db.query('DROP TRIGGER IF EXISTS books_search_words_created ON books; DROP TRIGGER IF EXISTS books_search_words_updated ON books')
+  const { titles } = searcher(app, token)
+  const [book] = await create(app, token, [['Placeholder', 'Nobody']])
+  await create(app, token, [['Marvellous', 'Created Author']])
+  t.strictSame(await titles('marvelous '), ['Marvellous'], 'POST /book')
+  const keyed = await call(app, token, { method: 'POST', url: '/book', headers: { 'idempotency-key': '"a-key-of-the-test"' }, payload: { title: 'Wondrous', author: 'Keyed', year: 1 } })
+  t.equal(keyed.status, 201)
+  t.strictSame(await titles('wonderous '), ['Wondrous'], 'POST /book with an Idempotency-Key')
+  await call(app, token, { method: 'PUT', url: `/book/${book!.id}`, payload: { title: 'Quintessence' } })
+  t.strictSame(await titles('quintesence '), ['Quintessence'], 'PUT')
+  const imported = await app.inject({
+    method: 'POST', url: '/books', headers: { authorization: token, 'content-type': 'text/csv' }, payload: 'title,author,year\r\nXylophonist,Imported,1999\r\n'
+  })
+  t.equal(imported.statusCode, 201)
+  t.strictSame(await titles('xylophnoist '), ['Xylophonist'], 'an import')
+  const { rows } = await db.query('SELECT word, count(*)::int AS count FROM search_words GROUP BY word HAVING count(*) > 1')
+  t.strictSame(rows, [], 'each word once')
+})
+
 t.test('a walk under concurrent writes lists each unchanged match exactly once', async (t) => {
   const dbUrl = await createDatabase(t)
   const first = await build(t, dbUrl)
