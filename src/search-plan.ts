@@ -10,7 +10,7 @@
  * (quick where they are few).
  */
 import { rankOf } from './db/search-sql.js'
-import type { Search, SearchTerm } from './search.js'
+import type { SearchTerm } from './search.js'
 
 /** The fraction of books whose title (`title`) or author (`author`) holds each common word, of `books` counted. */
 export interface WordFrequencies {
@@ -81,17 +81,4 @@ export function searchLevels (term: SearchTerm, frequencies: WordFrequencies, li
     const indexed = estimate(field, form) * books
     return { rank: rankOf([exact, withoutTypo, inTitle, 0]), field, form, walk: walked * WALKED_BOOK_US < indexed * INDEXED_BOOK_US }
   })
-}
-
-/**
- * The piece of a search whose books a page ranked whole reads through the indexes (the others are
- * checked on each of them): the term held by the fewest books, by the statistics; without them,
- * the first term, or the first phrase of a search of phrases.
- */
-export function drivingPiece (search: Search, frequencies: WordFrequencies | null): string {
-  if (search.terms.length === 0) return search.phrases[0]!
-  const held = (term: SearchTerm) => frequencies === null
-    ? 0
-    : share(frequencies, 'title', term, 'forms') + share(frequencies, 'author', term, 'forms')
-  return search.terms.reduce((rarest, term) => held(term) < held(rarest) ? term : rarest).forms
 }

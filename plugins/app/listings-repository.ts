@@ -18,7 +18,7 @@ import { batched } from '../../src/db/batch.js'
 import { BOOK_COLUMNS } from '../../src/db/books-sql.js'
 import { CHANGED_BY, LISTING_PAGE, LISTING_PAGE_BEYOND, SORT_KEYS, copyPageAfter, copyPageBeyond, pageText, walkFilters, type PageFormat } from '../../src/db/listings-sql.js'
 import {
-  BOOK_WORDS, FIELD_WORDS, PIECE_WORDS, RANKED_PAGE_SETTINGS, TYPO_CANDIDATES, WORD_STATISTICS, holdsPiece, searchFilters, searchRank
+  BOOK_WORDS, FIELD_WORDS, PIECE_WORDS, RANKED_PAGE_SETTINGS, TYPO_CANDIDATES, WORD_STATISTICS, searchFilters, searchRank
 } from '../../src/db/search-sql.js'
 import { boundedCopyOut, boundedQueryOn, boundedTransaction } from '../../src/db/bounded-query.js'
 import type { SqlDialect } from '../../src/db/dialect.js'
@@ -26,7 +26,7 @@ import { ListingOverBudget, hasFilter, type Position, type Walk } from '../../sr
 import type { ListingPage, PageBeyond } from '../../src/listing-stream.js'
 import type { Tracing } from '../../src/tracing.js'
 import { SearchWithoutWords, searchOf, searchPieces, type PieceWord, type Search } from '../../src/search.js'
-import { drivingPiece, searchLevels, type SearchLevel, type WordFrequencies } from '../../src/search-plan.js'
+import { searchLevels, type SearchLevel, type WordFrequencies } from '../../src/search-plan.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -137,17 +137,17 @@ function levelPages (
  * matches in the order's index: then a page costs what the matches do, however they lie in the
  * order (`readsMatchesFirst`).
  *
- * Ordered by relevance (a search without `sort`), a page reads the matches first (the books that
- * hold `driver`, the search's rarest piece, through the indexes), ranks each (src/db/search-sql.ts
- * `searchRank`) and keeps the best after the position: no index holds the rank, which depends on
- * the search. Or, given `levels` (a one-word search: src/search-plan.ts),
+ * Ordered by relevance (a search without `sort`), a page reads the matches first (through the
+ * indexes: the planner intersects the books of the words it finds selective), ranks each
+ * (src/db/search-sql.ts `searchRank`) and keeps the best after the position: no index holds the
+ * rank, which depends on the search. Or, given `levels` (a one-word search: src/search-plan.ts),
  * it reads level after level from the position's, each level's books in id order, walked or
  * through an index, until the page is full. The rank depends on nothing but the book and the
  * search, so an unchanged book keeps its place in the order from page to page.
  */
 function walkPageQuery (
   walk: Walk, search: Search | null, position: Position | null, limit: number, format: PageFormat, dialect: SqlDialect,
-  { matchesFirst = false, levels = null, driver = null }: { matchesFirst?: boolean, levels?: SearchLevel[] | null, driver?: string | null } = {}
+  { matchesFirst = false, levels = null }: { matchesFirst?: boolean, levels?: SearchLevel[] | null } = {}
 ): { text: string, values: unknown[] } {
   const values: unknown[] = [limit]
   const parameter = (value: unknown, type: string) => `$${values.push(value)}::${type}`
@@ -172,9 +172,11 @@ function walkPageQuery (
     // A subquery: a page of one level is a parenthesized query with a LIMIT of its own
     books = `SELECT * FROM (${levelPages(walk, search!, levels, position, unmoved, parameter).join(' UNION ALL ')}) levels LIMIT $1`
   } else if (ranked) {
-    // The books that hold the driving piece, through the indexes; every condition then on the
-    // words computed once per book
-    const conditions = [holdsPiece(driver!, parameter), ...searchFilters(search!, parameter, { joined: true }), ...walkFilters(walk, null, parameter), ...unmoved]
+    // The words and phrases to find on the indexed expressions, which the indexes read (and which
+    // a book is checked against only where an index cannot tell: a phrase); the excluded ones on
+    // the words computed once per book
+    const conditions = [...searchFilters(search!, parameter, { positiveOnly: true }), ...searchFilters(search!, parameter, { excludedOnly: true, joined: true }),
+      ...walkFilters(walk, null, parameter), ...unmoved]
     const matches = `SELECT ${RANKED_COLUMNS}, ${searchRank(search!, parameter)} AS book_rank FROM books ${BOOK_WORDS}` +
       ` WHERE ${conditions.join(' AND ')} OFFSET 0`
     let after = ''
@@ -348,8 +350,7 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
       matchesFirst ??= await readsMatchesFirst(walk, search)
       let options: Parameters<typeof walkPageQuery>[6] = { matchesFirst }
       if (walk.field === 'relevance') {
-        const frequencies = await wordFrequencies()
-        options = { levels: levelsOf(search!, frequencies, limit), driver: drivingPiece(search!, frequencies) }
+        options = { levels: levelsOf(search!, await wordFrequencies(), limit) }
       }
       const { text, values } = walkPageQuery(walk, search, position, limit, format, dialect, options)
       // Without a filter a page reads at most `limit` books through the index of its order

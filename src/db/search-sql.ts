@@ -87,25 +87,20 @@ function inEitherField (query: string, joined: boolean): string {
     : `(${TITLE_WORDS} @@ ${query} OR ${AUTHOR_WORDS} @@ ${query})`
 }
 
-/** The condition that a book holds `piece` (a term's forms or a phrase, src/search.ts) in either field, which the indexes read. */
-export function holdsPiece (piece: string, parameter: (value: unknown, type: string) => string): string {
-  return inEitherField(parameter(piece, 'tsquery'), false)
-}
-
 /**
  * The conditions a book matches: each term in its title or its author (in one of its forms),
- * each phrase in one of them, no excluded word or phrase in either (`excludedOnly`: these alone).
- * On the indexed expressions, or on `BOOK_WORDS` (`joined`), which computes a book's words once
- * for all of them.
+ * each phrase in one of them (`positiveOnly`: these alone), no excluded word or phrase in either
+ * (`excludedOnly`: these alone). On the indexed expressions, or on `BOOK_WORDS` (`joined`),
+ * which computes a book's words once for all of them.
  */
 export function searchFilters (
-  search: Search, parameter: (value: unknown, type: string) => string, { excludedOnly = false, joined = false } = {}
+  search: Search, parameter: (value: unknown, type: string) => string, { positiveOnly = false, excludedOnly = false, joined = false } = {}
 ): string[] {
   const query = queries(parameter)
   const inBook = (text: string) => inEitherField(query(text), joined)
   return [
     ...(excludedOnly ? [] : [...search.terms.map(({ forms }) => inBook(forms)), ...search.phrases.map(inBook)]),
-    ...search.excluded.map((text) => `NOT ${inBook(text)}`)
+    ...(positiveOnly ? [] : search.excluded.map((text) => `NOT ${inBook(text)}`))
   ]
 }
 

@@ -1,13 +1,12 @@
 /**
  * What `q` asks for (src/search.ts): its pieces, the typo distance, the queries built from the
- * words PostgreSQL split; how a one-word search reads the levels of its rank and which piece a
- * ranked page reads through the indexes (src/search-plan.ts); and the cursors of walks without a
- * search, which the search left as they were.
+ * words PostgreSQL split; how a one-word search reads the levels of its rank (src/search-plan.ts);
+ * and the cursors of walks without a search, which the search left as they were.
  */
 import t from 'tap'
 import { listingCursors } from '../../src/listing.js'
 import { searchOf, searchPieces, typoDistance, type PieceWord } from '../../src/search.js'
-import { drivingPiece, searchLevels, type WordFrequencies } from '../../src/search-plan.js'
+import { searchLevels, type WordFrequencies } from '../../src/search-plan.js'
 
 t.test('the pieces of q', async (t) => {
   const piece = (text: string, rest: { phrase?: boolean, excluded?: boolean, last?: boolean } = {}) =>
@@ -78,16 +77,6 @@ t.test('the levels of a one-word search, each walked where dense and read throug
     ['title', 'forms', false], ['author', 'exact', false], ['title', 'forms', false], ['author', 'forms', true]
   ], 'a word no book holds, through the indexes; then its typo in 0.2% of the authors, walked (a page within 10,000 books)')
   t.equal(tolkein.at(-1)!.rank, 0, 'through a typo in the author alone: the lowest rank')
-})
-
-t.test('a ranked page reads the rarest piece through the indexes', async (t) => {
-  const frequencies: WordFrequencies = { title: new Map([['the', 0.26], ['night', 0.04]]), author: new Map(), books: 1000 }
-  const search = searchOf(searchPieces('the night quixotic '), [[{ lexeme: 'the', typos: 0, near: [] }],
-    [{ lexeme: 'night', typos: 1, near: [] }], [{ lexeme: 'quixotic', typos: 1, near: [] }]])!
-  t.equal(drivingPiece(search, frequencies), "'quixotic'", 'a word too rare for the statistics')
-  t.equal(drivingPiece({ ...search, terms: search.terms.slice(0, 2) }, frequencies), "'night'")
-  t.equal(drivingPiece(search, null), "'the'", 'without statistics, the first')
-  t.equal(drivingPiece({ ...search, terms: [], phrases: ["'a' <-> 'b'"] }, frequencies), "'a' <-> 'b'", 'a search of phrases: the first')
 })
 
 t.test('a cursor of a walk without a search is the one made before searches existed', async (t) => {
