@@ -23,14 +23,19 @@ type SearchField = 'title' | 'author'
 /** Which of a term's queries (src/search.ts, SearchTerm). */
 type TermForm = 'exact' | 'exactOrPrefix' | 'forms'
 
+/** That a book's `field` holds the term in `form`: a condition an index reads. */
+interface Holds {
+  field: SearchField
+  form: TermForm
+}
+
 /**
- * A level: the books of rank `rank`, which all hold the term in `field` in `form` (the condition
- * an index can read), read in id order (`walk`) or through that index.
+ * A level: the books of rank `rank`, which all hold the term as one of `holds` says, read in id
+ * order with that checked on each (`walk`), or through the indexes that read it.
  */
 export interface SearchLevel {
   rank: number
-  field: SearchField
-  form: TermForm
+  holds: Holds[]
   walk: boolean
 }
 
@@ -63,22 +68,29 @@ function share (frequencies: WordFrequencies, field: SearchField, term: SearchTe
 export function searchLevels (term: SearchTerm, frequencies: WordFrequencies, limit: number): SearchLevel[] {
   const books = Math.max(frequencies.books, 1)
   const estimate = (field: SearchField, form: TermForm) => share(frequencies, field, term, form)
-  // [as written, without a typo, in the title], the condition an index reads, the level's share
-  const levels: Array<[[number, number, number], SearchField, TermForm, number]> = [
-    [[1, 1, 1], 'title', 'forms', estimate('title', 'exact')],
-    [[1, 1, 0], 'author', 'exact', estimate('author', 'exact')]
+  const holds = (field: SearchField, form: TermForm): Holds => ({ field, form })
+  const inEither = (form: TermForm) => [holds('title', form), holds('author', form)]
+  // [as written, without a typo, in the title]; what every book of the level holds, one way or
+  // another (the first: in one field, the cheapest to check on each book walked); the level's share
+  const levels: Array<[[number, number, number], Holds[][], number]> = [
+    [[1, 1, 1], [[holds('title', 'forms')], inEither('exact')], estimate('title', 'exact')],
+    [[1, 1, 0], [[holds('author', 'exact')]], estimate('author', 'exact')]
   ]
   if (term.prefix) {
-    levels.push([[0, 1, 1], 'title', 'forms', estimate('title', 'exactOrPrefix') - estimate('title', 'exact')])
-    levels.push([[0, 1, 0], 'author', 'exactOrPrefix', estimate('author', 'exactOrPrefix') - estimate('author', 'exact')])
+    levels.push([[0, 1, 1], [[holds('title', 'forms')], inEither('exactOrPrefix')], estimate('title', 'exactOrPrefix') - estimate('title', 'exact')])
+    levels.push([[0, 1, 0], [[holds('author', 'exactOrPrefix')]], estimate('author', 'exactOrPrefix') - estimate('author', 'exact')])
   }
   if (term.typoWords.length > 0) {
-    levels.push([[0, 0, 1], 'title', 'forms', estimate('title', 'forms') - estimate('title', 'exactOrPrefix')])
-    levels.push([[0, 0, 0], 'author', 'forms', estimate('author', 'forms') - estimate('author', 'exactOrPrefix')])
+    levels.push([[0, 0, 1], [[holds('title', 'forms')]], estimate('title', 'forms') - estimate('title', 'exactOrPrefix')])
+    levels.push([[0, 0, 0], [[holds('author', 'forms')]], estimate('author', 'forms') - estimate('author', 'exactOrPrefix')])
   }
-  return levels.map(([[exact, withoutTypo, inTitle], field, form, level]) => {
+  return levels.map(([[exact, withoutTypo, inTitle], ways, level]) => {
     const walked = level > 0 ? Math.min(books, limit / level) : books
-    const indexed = estimate(field, form) * books
-    return { rank: rankOf([exact, withoutTypo, inTitle, 0]), field, form, walk: walked * WALKED_BOOK_US < indexed * INDEXED_BOOK_US }
+    // Through the indexes, the way that reads the fewest books: a level of a word no book holds
+    // as written reads nothing, however many hold it as a prefix
+    const held = ways.map((way) => ({ way, books: way.reduce((sum, { field, form }) => sum + estimate(field, form), 0) * books }))
+    const fewest = held.reduce((best, each) => each.books < best.books ? each : best)
+    const walk = walked * WALKED_BOOK_US < fewest.books * INDEXED_BOOK_US
+    return { rank: rankOf([exact, withoutTypo, inTitle, 0]), holds: walk ? ways[0]! : fewest.way, walk }
   })
 }

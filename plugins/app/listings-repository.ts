@@ -102,7 +102,7 @@ function levelPages (
   const rank = searchRank(search, parameter)
   const others = [...walkFilters(walk, null, parameter), ...searchFilters(search, parameter, { excludedOnly: true }), ...unmoved]
   return levels.filter((level) => position === null || level.rank <= Number(position.key)).map((level) => {
-    const holds = `${FIELD_WORDS[level.field]} @@ ${parameter(term[level.form], 'tsquery')}`
+    const holds = `(${level.holds.map(({ field, form }) => `${FIELD_WORDS[field]} @@ ${parameter(term[form], 'tsquery')}`).join(' OR ')})`
     const after = position !== null && level.rank === Number(position.key) ? [`books.id > ${parameter(position.id, 'int8')}`] : []
     const conditions = [level.walk ? `(${holds}) IS TRUE` : holds, ...others, ...after, `${rank} = ${level.rank}`].join(' AND ')
     const select = `SELECT ${RANKED_COLUMNS}, ${level.rank}::int8 AS book_rank FROM books ${BOOK_WORDS} WHERE ${conditions}`

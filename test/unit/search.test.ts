@@ -64,18 +64,23 @@ t.test('the levels of a one-word search, each walked where dense and read throug
   }
   const term = (lexeme: string, prefix: boolean, typoWords: string[] = []) =>
     ({ lexeme, prefix, typoWords, forms: '', exact: '', exactOrPrefix: '' })
-  const the = searchLevels(term('the', true), frequencies, 20)
-  t.strictSame(the.map(({ field, form, walk }) => [field, form, walk]), [
-    ['title', 'forms', true], // a quarter of the books: a page within a hundred walked
-    ['author', 'exact', false], // a thousand books, through the index
-    ['title', 'forms', true], // `the` as a prefix only: 3% of the books
-    ['author', 'exactOrPrefix', false]
+  const levels = (lexeme: string, prefix: boolean, typoWords: string[] = []) => searchLevels(term(lexeme, prefix, typoWords), frequencies, 20)
+  const read = (list: ReturnType<typeof levels>) => list.map(({ holds, walk }) => [holds.map(({ field, form }) => `${field} ${form}`).join(' or '), walk])
+  const the = levels('the', true)
+  t.strictSame(read(the), [
+    ['title forms', true], // a quarter of the books: a page within a hundred walked
+    ['author exact', false], // a thousand books, through the index
+    ['title forms', true], // `the` as a prefix only: 3% of the books
+    ['author exactOrPrefix', false]
   ])
   t.ok(the.every((level, i) => i === 0 || level.rank < the[i - 1]!.rank), 'best first')
-  const tolkein = searchLevels(term('tolkein', false, ['tolkien']), frequencies, 20)
-  t.strictSame(tolkein.map(({ field, form, walk }) => [field, form, walk]), [
-    ['title', 'forms', false], ['author', 'exact', false], ['title', 'forms', false], ['author', 'forms', true]
-  ], 'a word no book holds, through the indexes; then its typo in 0.2% of the authors, walked (a page within 10,000 books)')
+  const tolkein = levels('tolkein', false, ['tolkien'])
+  t.strictSame(read(tolkein), [
+    ['title exact or author exact', false], ['author exact', false], ['title forms', false], ['author forms', true]
+  ], 'a word no book holds as written: its books as written, none, through the indexes; then its typo in 0.2% of the authors, walked (a page within 10,000 books)')
+  t.strictSame(read(levels('th', true)), [
+    ['title exact or author exact', false], ['author exact', false], ['title forms', true], ['author exactOrPrefix', false]
+  ], 'a prefix that no book holds as a word: the books that hold it as written, through the indexes, not the quarter that hold it as a prefix')
   t.equal(tolkein.at(-1)!.rank, 0, 'through a typo in the author alone: the lowest rank')
 })
 
