@@ -3,9 +3,9 @@
  * has shipped: a change is a new step with the next version.
  *
  * A step runs in a transaction of its own, with the row that records it, unless it runs `alone`:
- * then it is one statement that cannot run in a transaction or may run for minutes on a large
- * table (`CREATE INDEX CONCURRENTLY`, `ANALYZE`), without blocking reads or writes, and is
- * recorded once it is done (src/db/migrate.ts).
+ * then its statements cannot run in a transaction or may run for minutes on a large table
+ * (`CREATE INDEX CONCURRENTLY`, `ANALYZE`), without blocking reads or writes, each sent on its
+ * own, and the step is recorded once they are done (src/db/migrate.ts).
  */
 export interface Migration {
   version: number
@@ -220,15 +220,19 @@ export const migrations: readonly Migration[] = [
     // statistics target of the most common words of each index expression, with how many books
     // hold each, which a search reads to choose how to read each level of its rank
     // (src/search-plan.ts). With 1000, the 10,000 most common words; the rarer ones are rare enough
-    // to be read through the index. Not on Citus, as above
-    sql: `DO $$ BEGIN
-      IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
-        ALTER INDEX books_title_words ALTER COLUMN 1 SET STATISTICS 1000;
-        ALTER INDEX books_author_words ALTER COLUMN 1 SET STATISTICS 1000;
-      END IF;
-    END $$`
-  },
-  { version: 26, name: 'analyze books for the search', sql: 'ANALYZE books', alone: true }
+    // to be read through the index. Not on Citus, as above. Alone, after the indexes it names
+    // (built alone) and with the ANALYZE that reads them
+    sql: [
+      `DO $$ BEGIN
+        IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+          ALTER INDEX books_title_words ALTER COLUMN 1 SET STATISTICS 1000;
+          ALTER INDEX books_author_words ALTER COLUMN 1 SET STATISTICS 1000;
+        END IF;
+      END $$`,
+      'ANALYZE books'
+    ],
+    alone: true
+  }
 ]
 
 /**
