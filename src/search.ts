@@ -1,71 +1,16 @@
 /**
- * What `q` of `GET /books` asks for (docs/api.md, Search): its syntax, the typo rule, and the
- * text search queries (`tsquery`) that a page matches and ranks books with
- * (src/db/search-sql.ts). PostgreSQL splits the pieces of `q` into words, as it splits a book's
+ * What `q` of `GET /books` asks for (docs/api.md, Search): the text search queries (`tsquery`)
+ * that a page matches and ranks books with (src/db/search-sql.ts), from the pieces of `q`
+ * (src/schemas/search-syntax.ts). PostgreSQL splits the pieces into words, as it splits a book's
  * title and author (`search_words_of`, src/db/migrations.ts): a word here is one of its lexemes.
  */
-
-/** The longest `q`, in characters (code points, as JSON Schema counts them). */
-export const SEARCH_MAX_LENGTH = 200
+import { typoDistance, type SearchPiece } from './schemas/search-syntax.js'
 
 /** A search with no word to find (only punctuation, or only exclusions): answered `400 Invalid input`. */
 export class SearchWithoutWords extends Error {
   constructor () {
     super('the search has no word to find')
   }
-}
-
-/**
- * A piece of `q`: a word as typed (between spaces) or a quoted phrase; `excluded` with a leading
- * `-`; `last`: the word `q` ends with, which also matches as a prefix (not when a space follows
- * it: the word is then complete).
- */
-export interface SearchPiece {
-  text: string
-  phrase: boolean
-  excluded: boolean
-  last: boolean
-}
-
-/**
- * The pieces of `q`: `"a phrase"` (a quote left open runs to the end), `-word` and `-"a phrase"`
- * excluded, the rest words. A `-` only excludes at the start of a piece: `rock-n-roll` is one word.
- */
-export function searchPieces (q: string): SearchPiece[] {
-  const pieces: SearchPiece[] = []
-  const pattern = /(-?)(?:"([^"]*)"?|([^\s"]+))/gu
-  for (const match of q.matchAll(pattern)) {
-    const [whole, minus, phrase, word] = match as unknown as [string, string, string | undefined, string | undefined]
-    // A `-` alone is a word (of punctuation): the pattern takes it as such, minus empty
-    const excluded = minus === '-'
-    const last = match.index + whole.length === q.length && phrase === undefined && !excluded
-    pieces.push({ text: phrase ?? word!, phrase: phrase !== undefined, excluded, last })
-  }
-  return pieces
-}
-
-/**
- * The optimal string alignment distance of two words, in characters: how many letters inserted,
- * deleted, changed, or two neighbours swapped, each letter edited once at most.
- */
-export function typoDistance (a: string, b: string): number {
-  const s = [...a]
-  const t = [...b]
-  // Three rows of the table: two back, one back, this one
-  let before = new Array<number>(t.length + 1).fill(0)
-  let previous = Array.from({ length: t.length + 1 }, (_, j) => j)
-  for (let i = 1; i <= s.length; i++) {
-    const row = [i]
-    for (let j = 1; j <= t.length; j++) {
-      const changed = s[i - 1] === t[j - 1] ? 0 : 1
-      let cost = Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + changed)
-      if (i > 1 && j > 1 && s[i - 1] === t[j - 2] && s[i - 2] === t[j - 1]) cost = Math.min(cost, before[j - 2]! + 1)
-      row.push(cost)
-    }
-    before = previous
-    previous = row
-  }
-  return previous[t.length]!
 }
 
 /** A lexeme as a `tsquery` operand: quoted, its quotes doubled and its backslashes escaped. */

@@ -19,10 +19,11 @@ export const TYPO_CANDIDATES = `SET LOCAL pg_trgm.similarity_threshold = ${TYPO_
 
 /**
  * The words of each piece ($1, texts; $2, whether its words may match through a typo), in the
- * order they stand, and for each how many typos it may be off by (`typos`: none up to 4
- * characters, one from 5 to 8, two from 9; none for a word with a digit) and the known words
- * (`search_words`) that may be that many typos away: those within twice as many edits, since a
- * swap of two letters is two edits to `levenshtein`. src/search.ts keeps those within the rule.
+ * order they stand, and for each how many typos it may be off by (`typos`: one from $3
+ * characters, two from $4, src/schemas/search-syntax.ts `TYPO_LENGTHS`; none for a word with a
+ * digit, as `typosFor` there) and the known words (`search_words`) that may be that many typos
+ * away: those within twice as many edits, since a swap of two letters is two edits to
+ * `levenshtein`. src/search.ts keeps those within the rule.
  */
 export const PIECE_WORDS = `SELECT pieces.piece::int4 AS piece, words.lexeme, position::int4 AS position, allowed.typos,
            CASE WHEN allowed.typos = 0 THEN '{}'::text[] ELSE ARRAY(
@@ -36,8 +37,8 @@ export const PIECE_WORDS = `SELECT pieces.piece::int4 AS piece, words.lexeme, po
          CROSS JOIN LATERAL unnest(words.positions) AS position
          CROSS JOIN LATERAL (SELECT CASE
            WHEN NOT pieces.typos OR words.lexeme ~ '[0-9]' THEN 0
-           WHEN length(words.lexeme) >= 9 THEN 2
-           WHEN length(words.lexeme) >= 5 THEN 1
+           WHEN length(words.lexeme) >= $4::int4 THEN 2
+           WHEN length(words.lexeme) >= $3::int4 THEN 1
            ELSE 0 END AS typos) AS allowed
          ORDER BY piece, position`
 
@@ -88,18 +89,19 @@ function inEitherField (query: string, joined: boolean): string {
 }
 
 /**
- * The conditions a book matches: each term in its title or its author (in one of its forms),
- * each phrase in one of them (`positiveOnly`: these alone), no excluded word or phrase in either
- * (`excludedOnly`: these alone). On the indexed expressions, or on `BOOK_WORDS` (`joined`),
- * which computes a book's words once for all of them.
+ * The conditions a book matches: each term in its title or its author (in one of its forms, or
+ * as written: `asWritten`), each phrase in one of them (`positiveOnly`: these alone), no excluded
+ * word or phrase in either (`excludedOnly`: these alone). On the indexed expressions, or on
+ * `BOOK_WORDS` (`joined`), which computes a book's words once for all of them.
  */
 export function searchFilters (
-  search: Search, parameter: (value: unknown, type: string) => string, { positiveOnly = false, excludedOnly = false, joined = false } = {}
+  search: Search, parameter: (value: unknown, type: string) => string,
+  { positiveOnly = false, excludedOnly = false, joined = false, asWritten = false } = {}
 ): string[] {
   const query = queries(parameter)
   const inBook = (text: string) => inEitherField(query(text), joined)
   return [
-    ...(excludedOnly ? [] : [...search.terms.map(({ forms }) => inBook(forms)), ...search.phrases.map(inBook)]),
+    ...(excludedOnly ? [] : [...search.terms.map(({ forms, exact }) => inBook(asWritten ? exact : forms)), ...search.phrases.map(inBook)]),
     ...(positiveOnly ? [] : search.excluded.map((text) => `NOT ${inBook(text)}`))
   ]
 }

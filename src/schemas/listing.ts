@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { TEXT_MAX_LENGTH } from './book-limits.js'
-import { SEARCH_MAX_LENGTH } from '../search.js'
+import { SEARCH_MAX_LENGTH } from './search-syntax.js'
 
 /** The most books one page holds (`limit`). */
 const PAGE_LIMIT_MAX = 1000

@@ -5,7 +5,8 @@
  */
 import t from 'tap'
 import { listingCursors } from '../../src/listing.js'
-import { searchOf, searchPieces, typoDistance, type PieceWord } from '../../src/search.js'
+import { searchPieces, typoDistance, typosFor } from '../../src/schemas/search-syntax.js'
+import { searchOf, type PieceWord } from '../../src/search.js'
 import { searchLevels, type WordFrequencies } from '../../src/search-plan.js'
 
 t.test('the pieces of q', async (t) => {
@@ -29,6 +30,12 @@ t.test('the typo distance: letters inserted, deleted, changed, two neighbours sw
   ] as Array<[string, string, number]>) {
     t.equal(typoDistance(a, b), distance, `${a} ${b}`)
     t.equal(typoDistance(b, a), distance, `${b} ${a}`)
+  }
+})
+
+t.test('how many typos a word is forgiven: by its length, none with a digit', async (t) => {
+  for (const [word, typos] of [['dune', 0], ['hobit', 1], ['strasse', 1], ['mieville', 1], ['fondation', 2], ['三体黑暗森林', 1], ['dune2', 0], ['123456789', 0]] as Array<[string, number]>) {
+    t.equal(typosFor(word), typos, word)
   }
 })
 
