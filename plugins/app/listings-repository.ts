@@ -18,14 +18,15 @@ import { batched } from '../../src/db/batch.js'
 import { BOOK_COLUMNS } from '../../src/db/books-sql.js'
 import { CHANGED_BY, LISTING_PAGE, LISTING_PAGE_BEYOND, SORT_KEYS, copyPageAfter, copyPageBeyond, pageText, walkFilters, type PageFormat } from '../../src/db/listings-sql.js'
 import {
-  BOOK_WORDS, FIELD_WORDS, PIECE_WORDS, RANKED_PAGE_SETTINGS, TYPO_CANDIDATES, WORD_STATISTICS, searchFilters, searchRank
+  BOOK_WORDS, FIELD_WORDS, PIECE_WORDS, RANKED_PAGE_SETTINGS, TYPO_CANDIDATES, WORD_STATISTICS, rankOf, searchFilters, searchRank
 } from '../../src/db/search-sql.js'
 import { boundedCopyOut, boundedQueryOn, boundedTransaction } from '../../src/db/bounded-query.js'
 import type { SqlDialect } from '../../src/db/dialect.js'
 import { ListingOverBudget, hasFilter, type Position, type Walk } from '../../src/listing.js'
 import type { ListingPage, PageBeyond } from '../../src/listing-stream.js'
 import type { Tracing } from '../../src/tracing.js'
-import { SearchWithoutWords, searchOf, searchPieces, type PieceWord, type Search } from '../../src/search.js'
+import { SearchWithoutWords, searchOf, type PieceWord, type Search } from '../../src/search.js'
+import { TYPO_LENGTHS, searchPieces } from '../../src/schemas/search-syntax.js'
 import { searchLevels, type SearchLevel, type WordFrequencies } from '../../src/search-plan.js'
 
 declare module 'fastify' {
@@ -113,6 +114,34 @@ function levelPages (
 }
 
 /**
+ * The books of a page ordered by relevance that ranks its matches: the words and phrases to find
+ * on the indexed expressions, which the indexes read (the planner intersects the books of those
+ * it finds selective; a book is checked against them only where an index cannot tell: a
+ * phrase), the excluded ones on the words computed once per book. The books that hold every
+ * word as written rank above all others (the first part of a rank): they are ranked first, on
+ * their own, and the others (through a prefix or a typo, whose forms may be held by many more
+ * books) only when a page goes beyond them.
+ */
+function rankedPage (walk: Walk, search: Search, position: Position | null, unmoved: string[], parameter: (value: unknown, type: string) => string): string {
+  const rank = searchRank(search, parameter)
+  const others = [...searchFilters(search, parameter, { excludedOnly: true, joined: true }), ...walkFilters(walk, null, parameter), ...unmoved]
+  let after = ''
+  if (position !== null) {
+    const at = parameter(position.key, 'int8')
+    after = ` WHERE book_rank < ${at} OR (book_rank = ${at} AND book_id > ${parameter(position.id, 'int8')})`
+  }
+  const best = (conditions: string[]) => `SELECT * FROM (SELECT ${RANKED_COLUMNS}, ${rank} AS book_rank FROM books ${BOOK_WORDS}` +
+    ` WHERE ${[...conditions, ...others].join(' AND ')} OFFSET 0) matches${after} ORDER BY book_rank DESC, book_id LIMIT $1`
+  const found = searchFilters(search, parameter, { positiveOnly: true })
+  if (search.terms.length === 0) return best(found)
+  const notAllAsWritten = `NOT (${searchFilters(search, parameter, { positiveOnly: true, asWritten: true, joined: true }).join(' AND ')})`
+  const rest = best([...found, notAllAsWritten])
+  // The books with every word as written rank from this up: a position below it is past them all
+  if (position !== null && Number(position.key) < rankOf([search.terms.length, 0, 0, 0])) return rest
+  return `SELECT * FROM ((${best(searchFilters(search, parameter, { positiveOnly: true, asWritten: true }))}) UNION ALL (${rest})) parts LIMIT $1`
+}
+
+/**
  * The statement of one page of a walk (src/listing.ts): up to `limit` books of its filters and
  * search, in its order, after `position`, written as `format` writes them. Built from fixed
  * pieces; every value is a parameter.
@@ -172,19 +201,7 @@ function walkPageQuery (
     // A subquery: a page of one level is a parenthesized query with a LIMIT of its own
     books = `SELECT * FROM (${levelPages(walk, search!, levels, position, unmoved, parameter).join(' UNION ALL ')}) levels LIMIT $1`
   } else if (ranked) {
-    // The words and phrases to find on the indexed expressions, which the indexes read (and which
-    // a book is checked against only where an index cannot tell: a phrase); the excluded ones on
-    // the words computed once per book
-    const conditions = [...searchFilters(search!, parameter, { positiveOnly: true }), ...searchFilters(search!, parameter, { excludedOnly: true, joined: true }),
-      ...walkFilters(walk, null, parameter), ...unmoved]
-    const matches = `SELECT ${RANKED_COLUMNS}, ${searchRank(search!, parameter)} AS book_rank FROM books ${BOOK_WORDS}` +
-      ` WHERE ${conditions.join(' AND ')} OFFSET 0`
-    let after = ''
-    if (position !== null) {
-      const at = parameter(position.key, 'int8')
-      after = ` WHERE book_rank < ${at} OR (book_rank = ${at} AND book_id > ${parameter(position.id, 'int8')})`
-    }
-    books = `SELECT * FROM (${matches}) matches${after} ORDER BY book_rank DESC, book_id LIMIT $1`
+    books = rankedPage(walk, search!, position, unmoved, parameter)
   } else if (position === null) {
     books = matchesFirst
       ? `SELECT * FROM (${select(filters, ' OFFSET 0')}) matches${sortedBy(order)}`
@@ -287,7 +304,7 @@ function createListingsRepository (pg: PostgresDb, readBudget: FastifyInstance['
     const pieces = searchPieces(q)
     const [, { rows }] = await boundedTransaction<[QueryResultRow, PieceWord & { piece: number }]>(pg.pool, [
       { text: TYPO_CANDIDATES },
-      { text: PIECE_WORDS, values: [pieces.map(({ text }) => text), pieces.map(({ phrase, excluded }) => !phrase && !excluded)] }
+      { text: PIECE_WORDS, values: [pieces.map(({ text }) => text), pieces.map(({ phrase, excluded }) => !phrase && !excluded), TYPO_LENGTHS.one, TYPO_LENGTHS.two] }
     ])
     const words = pieces.map((): PieceWord[] => [])
     // In the order of the pieces and of their words
