@@ -12,9 +12,12 @@
  *
  * The rows are those of the list held whole (an array) or read in pages (paged-list.ts): a row
  * whose book is not read yet is drawn as a placeholder of the same height, and each drawing tells
- * `onSight` which rows are in sight, so that the pages around them are read.
+ * `onSight` which rows are in sight, so that the pages around them are read. The rows of a
+ * search have the words it matched marked in their title and author (`<mark>`, search-marks.ts),
+ * built as nodes like every other text.
  */
 import type { Book } from './book-list.js'
+import type { Marker } from './search-marks.js'
 
 /** What the table shows: a row per book, `at` undefined for a book not read yet. */
 export interface Rows {
@@ -23,6 +26,9 @@ export interface Rows {
   /** False while the list may go on past `length` (its total is not known yet) */
   readonly complete?: boolean
 }
+
+/** Where the view is: the first row in sight, and how many px of it are scrolled past. */
+export interface Position { row: number, within: number }
 
 const MAX_SCROLL_PX = 4_000_000
 /** Rows drawn beyond each edge of the visible ones, so fast scrolling shows no gap. */
@@ -36,10 +42,12 @@ export class BookTable {
   #measured = false
   #frame = 0
   #rows: Rows = []
+  /** What is marked in the titles and authors drawn: the words a search matched; null for nothing */
+  #marker: Marker | null = null
   /** The number of rows the last drawing laid out (a paged list grows between drawings) */
   #laidOut = 0
   /** The row to keep in sight at the next drawing, and how far into it the view starts */
-  #anchor: { row: number, within: number } | null = null
+  #anchor: Position | null = null
   readonly #topSpacer: HTMLTableRowElement
   readonly #bottomSpacer: HTMLTableRowElement
 
@@ -93,6 +101,27 @@ export class BookTable {
     this.schedule()
   }
 
+  /** Where the view is now, to come back to with `showAt` (after other rows were shown meanwhile). */
+  position (): Position {
+    if (this.#anchor !== null) return this.#anchor
+    const scrollTop = this.scroller.scrollTop
+    const { first } = this.#visibleRange(this.#laidOut, scrollTop)
+    return { row: first, within: this.#scaled(this.#laidOut) ? 0 : scrollTop - first * this.#rowHeight }
+  }
+
+  /** Shows `rows` from `position` at the next drawing (see `position`). */
+  showAt (rows: Rows, position: Position): void {
+    this.#rows = rows
+    this.#anchor = position
+    this.schedule()
+  }
+
+  /** Marks what `marker` finds in the titles and authors drawn from now on (null: nothing). */
+  mark (marker: Marker | null): void {
+    this.#marker = marker
+    this.schedule()
+  }
+
   /** Draws at the next frame; calls before then are one drawing. */
   schedule (): void {
     if (this.#frame === 0) this.#frame = requestAnimationFrame(() => this.draw())
@@ -133,7 +162,7 @@ export class BookTable {
     const rows: HTMLTableRowElement[] = []
     for (let index = from; index < to; index++) {
       const book = this.#rows.at(index)
-      rows.push(book === undefined ? placeholderRow(index) : bookRow(book, index))
+      rows.push(book === undefined ? placeholderRow(index) : bookRow(book, index, this.#marker))
     }
     const height = this.#scrollHeight(total)
     // Scaled, row `first` is put at the top of the view, wherever the proportion put the view
@@ -215,7 +244,7 @@ function placeholderRow (index: number): HTMLTableRowElement {
   return row
 }
 
-function bookRow (book: Book, index: number): HTMLTableRowElement {
+function bookRow (book: Book, index: number, marker: Marker | null): HTMLTableRowElement {
   const row = document.createElement('tr')
   row.className = 'book'
   row.dataset.index = String(index)
@@ -227,13 +256,23 @@ function bookRow (book: Book, index: number): HTMLTableRowElement {
     // In a span of its own: on a narrow screen it runs to two lines (style.css)
     const cell = row.insertCell()
     cell.className = 'cell-text'
-    cell.appendChild(document.createElement('span')).textContent = text
+    const span = cell.appendChild(document.createElement('span'))
+    const parts = marker?.(text) ?? null
+    if (parts === null) span.textContent = text
+    else span.append(...parts.map(({ text, marked }) => marked ? markOf(text) : document.createTextNode(text)))
   }
   row.insertCell().textContent = String(book.year)
   const actions = row.insertCell()
   actions.className = 'row-actions'
   actions.append(actionButton('Edit', 'edit'), actionButton('Delete', 'delete'))
   return row
+}
+
+/** A part of a text that a search matched. */
+function markOf (text: string): HTMLElement {
+  const mark = document.createElement('mark')
+  mark.textContent = text
+  return mark
 }
 
 function actionButton (label: string, action: RowAction): HTMLButtonElement {

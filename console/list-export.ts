@@ -1,5 +1,6 @@
 /**
- * Export CSV: the list as shown, its filter and its order, saved as a CSV file by the browser.
+ * Export CSV: the list as shown, its filter and its order, or the search shown in its place (its
+ * `q` and order, best first without one), saved as a CSV file by the browser.
  *
  * The file is the service's own export, `GET /books` with `Accept: text/csv` and the list's
  * parameters (no `limit`, no `cursor`: the whole listing). The token goes in `Authorization`,
@@ -12,24 +13,36 @@
 import { comparator, type Order } from './book-list.js'
 import { exportCsv, type ExportQuery } from './bulk-api.js'
 import { readBooksCsv, type CsvRecord } from './csv-records.js'
-import { matchesNothing } from './paged-list.js'
+import { matchesNothing, searchFindsNothing } from './paged-list.js'
 
 /** The name the browser saves the file as. */
 const FILE_NAME = 'books.csv'
 /** How long the file's object URL lives: the browser has read the Blob long before. */
 const URL_LIFETIME_MS = 60_000
 
-/** The exports the list needs: one, or one by title and one by author; none for a filter nothing can match. */
-function exportQueries (order: Order, filter: string): ExportQuery[] {
-  const sort = `${order.descending ? '-' : ''}${order.key}`
+/** A search shown instead of the list: its text (`q`) and its order, null for best first. */
+export interface ShownSearch { text: string, order: Order | null }
+
+const sortOf = (order: Order) => `${order.descending ? '-' : ''}${order.key}`
+
+/**
+ * The exports the list needs: one, or one by title and one by author; none for a filter nothing
+ * can match. A search: one, or none when it has no word to find.
+ */
+function exportQueries (order: Order, filter: string, search: ShownSearch | null): ExportQuery[] {
+  if (search !== null) {
+    if (searchFindsNothing(search.text)) return []
+    return [{ q: search.text, ...(search.order === null ? {} : { sort: sortOf(search.order) }) }]
+  }
+  const sort = sortOf(order)
   if (filter === '') return [{ sort }]
   if (matchesNothing(filter)) return []
   return [{ sort, title: filter }, { sort, author: filter }]
 }
 
-/** The file of the list with this order and filter: the service's export, or two merged. */
-export async function exportList (order: Order, filter: string): Promise<Blob> {
-  const queries = exportQueries(order, filter)
+/** The file of the list with this order and filter (or of the search): the service's export, or two merged. */
+export async function exportList (order: Order, filter: string, search: ShownSearch | null): Promise<Blob> {
+  const queries = exportQueries(order, filter, search)
   const answers = await Promise.all(queries.map((query) => exportCsv(query)))
   if (answers.length === 1) return answers[0]!
   const files = await Promise.all(answers.map(async (answer) => readBooksCsv(await answer.text())))

@@ -4,6 +4,13 @@
  * the column headings, the same way in both: a title or author that contains the text, ignoring
  * case; the service's order (titles and authors by code point, ties by id).
  *
+ * The Search box shows a search instead (`GET /books?q=`), always read in pages, best first, or
+ * in the order of a heading clicked while it is shown; the words it matched are marked in its
+ * rows (search-marks.ts). It is asked `FILTER_DELAY_MS` after the last key, a newer search
+ * cancelling the one still being read. The list stays underneath, kept up to date but not drawn
+ * (the Filter box disabled), and is shown again as it was, where it was scrolled to, once the
+ * Search box is emptied.
+ *
  * Reading starts whole: `GET /books` streams every book and the first rows show as they arrive.
  * Once more than `PAGED_ABOVE` books have come, the stream is cancelled and the list is read in
  * pages, filtered and sorted by the service; the rows on screen stay until the list in pages has
@@ -14,17 +21,19 @@
  * Timings are left as `performance` measures, which the browser benchmark reads
  * (tools/bench/console.cjs): `first-rows` and `list-loaded` from the start of the listing,
  * `first-page` from the switch to pages to their first rows drawn, `filter` for each key on a
- * list held whole, `filter-results` from the last key to the first rows of a list in pages, and
+ * list held whole, `filter-results` from the last key to the first rows of a list in pages,
+ * `search-results` from the last key in the Search box to the first rows of its results, and
  * `sort` from a click on a heading to the rows drawn.
  */
 import { ApiFailure, SignedOut, listBooks, listPage } from './api.js'
 import { BookList, type Book, type Order, type SortKey } from './book-list.js'
-import { BookTable, type RowAction } from './book-table.js'
+import { BookTable, type Position, type RowAction } from './book-table.js'
 import type { Change } from './change-feed.js'
 import type { Column } from './column-order.js'
 import { clearProblem, showProblem } from './feedback.js'
 import { ListingParser } from './listing-parser.js'
-import { PagedList } from './paged-list.js'
+import { PagedList, searchFindsNothing } from './paged-list.js'
+import { searchMarker } from './search-marks.js'
 
 /**
  * Past this many books the list is read in pages: beyond it, holding every book costs more memory
@@ -38,7 +47,7 @@ const RESORT_WHILE_LOADING = 100_000
 const SORT_IN_WORKER = 20_000
 /** Characters of the listing read before the first rows are drawn: some 150 books. */
 const FIRST_ROWS_TEXT = 16_384
-/** A list in pages asks for a filter this long after the last key: typing on sends nothing. */
+/** A list in pages asks for a filter, and the Search box for a search, this long after the last key: typing on sends nothing. */
 const FILTER_DELAY_MS = 120
 
 export interface ListElements {
@@ -47,6 +56,7 @@ export interface ListElements {
   /** The status line that counts the books */
   count: HTMLElement
   filter: HTMLInputElement
+  search: HTMLInputElement
   /** Where a failure to read the list is shown */
   notice: HTMLElement
 }
@@ -74,21 +84,44 @@ export class ListView {
   #sorting: Promise<void> = Promise.resolve()
   /** Changes from the feed that came while the list was being read: applied once it is in */
   #deferred: Change[] = []
+  /** The search shown in place of the list, once its first page is in */
+  #found: PagedList | null = null
+  /** A search being read, to replace the list or the search shown once its first page is in; `failed` when it could not be */
+  #finding: { list: PagedList, measure: string, since: string, failed: boolean } | null = null
+  #searchTimer = 0
+  /** Where the list was scrolled to when a search replaced it: there again when the search ends */
+  #listPosition: Position = TOP
 
   constructor (elements: ListElements, onAction: (action: RowAction, book: Book) => void) {
     this.#elements = elements
     this.#table = new BookTable(elements.scroller, elements.table, onAction, (first, last) => {
+      if (this.#found !== null) {
+        this.#found.show(first, last)
+        return
+      }
       this.#sight = { first, last }
       this.#paged?.show(first, last)
     })
     this.#headers = [...elements.table.querySelectorAll<HTMLTableCellElement>('th[data-key]')]
     for (const header of this.#headers) {
       header.querySelector('button')!.addEventListener('click', () => {
+        const key = header.dataset.key as SortKey
         // One sort after the other, in the order of the clicks
-        this.#sorting = this.#sorting.then(() => this.#sortBy(header.dataset.key as SortKey))
+        this.#sorting = this.#sorting.then(() => this.#searching ? this.#sortSearchBy(key) : this.#sortBy(key))
       })
     }
     elements.filter.addEventListener('input', () => this.#filtered())
+    elements.search.addEventListener('input', () => this.#searched())
+  }
+
+  /** Whether a search is shown or being read for the Search box (the list is then not drawn once it is in). */
+  get #searching (): boolean {
+    return this.#found !== null || this.#finding !== null
+  }
+
+  /** The search asked for last: being read, or shown. */
+  get #search (): PagedList | null {
+    return this.#finding?.list ?? this.#found
   }
 
   /** Whether the list is read in pages (or about to be, its first page on the way). */
@@ -101,9 +134,17 @@ export class ListView {
     return this.#next?.list.order ?? this.#paged?.order ?? this.#books.order
   }
 
-  /** The order and the filter shown: what Export CSV exports (list-export.ts). */
-  get shown (): { order: Order, filter: string } {
-    return { order: this.#order, filter: this.#elements.filter.value }
+  /**
+   * The order and the filter of the list, and the search shown instead of it if any (its text
+   * and order, null for best first): what Export CSV exports (list-export.ts).
+   */
+  get shown (): { order: Order, filter: string, search: { text: string, order: Order | null } | null } {
+    const search = this.#search
+    return {
+      order: this.#order,
+      filter: this.#elements.filter.value,
+      search: search === null ? null : { text: search.search, order: search.order }
+    }
   }
 
   /** Reads the list anew, whole, showing the books as they arrive; in pages once they are too many. */
@@ -116,7 +157,7 @@ export class ListView {
     this.#books.clear()
     this.#books.setFilter(this.#elements.filter.value)
     this.#showOrder()
-    this.#table.show(this.#books.view)
+    this.#showWhole()
     clearProblem(this.#elements.notice)
     this.#showCount()
     performance.clearMarks('list-start')
@@ -148,11 +189,11 @@ export class ListView {
             this.#books.refresh()
             lastSort = performance.now()
           }
-          this.#table.show(this.#books.view)
+          this.#showWhole()
           this.#showCount()
           if (firstRows) {
             firstRows = false
-            this.#table.draw()
+            this.#showWhole({ draw: true })
             performance.measure('first-rows', 'list-start')
             await painted()
           }
@@ -162,7 +203,7 @@ export class ListView {
       this.#loaded = true
       if (this.#books.unsorted) await this.#inOrderOf(this.#books.order.key)
       this.#books.refresh()
-      this.#table.show(this.#books.view)
+      this.#showWhole()
       this.#showCount()
       performance.measure('list-loaded', 'list-start')
       this.#applyDeferred()
@@ -183,6 +224,12 @@ export class ListView {
    */
   async reload (): Promise<void> {
     const order = this.#order
+    const search = this.#search
+    if (search !== null) {
+      performance.clearMarks('reload-start')
+      performance.mark('reload-start')
+      this.#readSearch(search.search, search.order, 'reload', 'reload-start')
+    }
     if (this.#inPages) {
       performance.clearMarks('reload-start')
       performance.mark('reload-start')
@@ -201,6 +248,12 @@ export class ListView {
    * nothing more. While the list is being read it waits, so as not to be read over.
    */
   apply (change: Change): void {
+    for (const search of [this.#found, this.#finding?.list]) {
+      if (search === null || search === undefined) continue
+      if (change.kind === 'deleted') search.remove(change.id)
+      else if (change.kind === 'created') search.add(change.book)
+      else search.upsert(change.book)
+    }
     if (this.#loading !== null || this.#next !== null) {
       this.#deferred.push(change)
     } else if (this.#paged !== null) {
@@ -212,7 +265,7 @@ export class ListView {
       // and one drawing each would hold the page for minutes
       if (change.kind === 'deleted') this.#books.remove(change.id)
       else this.#books.upsert(change.book)
-      this.#table.show(this.#books.view)
+      this.#showWhole()
       this.#showCount()
     }
   }
@@ -223,16 +276,22 @@ export class ListView {
     for (const change of changes) this.apply(change)
   }
 
-  /** Nothing shown, nothing read (signed out); the filter stays, it is what the person typed. */
+  /**
+   * Nothing shown, nothing read (signed out); the filter stays, it is what the person typed. A
+   * search ends: the next list shown is the list.
+   */
   clear (): void {
     this.#stop()
+    this.#stopSearch()
     this.#deferred = []
     this.#books.clear()
     this.#table.show(this.#books.view)
   }
 
-  /** A book created or changed: shown where the list's order puts it. */
+  /** A book created or changed: shown where the list's order puts it (in a search, if it is held). */
   upsert (book: Book): void {
+    this.#found?.upsert(book)
+    this.#finding?.list.upsert(book)
     if (this.#paged !== null) {
       this.#paged.upsert(book)
       return
@@ -243,6 +302,8 @@ export class ListView {
 
   /** A book deleted, or found gone. */
   remove (id: number): void {
+    this.#found?.remove(id)
+    this.#finding?.list.remove(id)
     if (this.#paged !== null) {
       this.#paged.remove(id)
       return
@@ -253,7 +314,9 @@ export class ListView {
 
   /** Scrolls to a book, if it is in the list as held. */
   reveal (book: Book): void {
-    const index = this.#paged === null ? this.#books.view.indexOf(book) : this.#paged.indexOf(book.id)
+    const index = this.#found !== null
+      ? this.#found.indexOf(book.id)
+      : this.#paged === null ? this.#books.view.indexOf(book) : this.#paged.indexOf(book.id)
     if (index !== -1) this.#table.reveal(index)
   }
 
@@ -278,14 +341,15 @@ export class ListView {
     this.#loading = null
     performance.clearMarks('pages-start')
     performance.mark('pages-start')
-    const sameRows = this.#books.filter === '' && this.#books.order.key === 'id' && !this.#books.order.descending
+    // Under a search, the rows in sight are not the list's
+    const sameRows = this.#books.filter === '' && this.#books.order.key === 'id' && !this.#books.order.descending && this.#found === null
     this.#readPages(this.#books.order, this.#elements.filter.value, 'first-page', 'pages-start', sameRows ? this.#sight : null)
   }
 
   /** Reads a list in pages for this order and filter, to replace the one shown (see `#next`). */
   #readPages (order: Order, filter: string, measure: string, since: string, place: Sight | null = null): void {
     this.#next?.list.abort()
-    const list: PagedList = new PagedList(order, filter, listPage, {
+    const list: PagedList = new PagedList({ order, filter, search: '' }, listPage, {
       changed: (shift) => this.#pagesChanged(list, shift),
       failed: (error) => {
         if (list === this.#paged || list === this.#next?.list) showProblem(this.#elements.notice, error, () => list.retry())
@@ -295,6 +359,8 @@ export class ListView {
     clearProblem(this.#elements.notice)
     this.#showCount()
     list.show(place?.first ?? 0, place?.last ?? 0)
+    // Nothing to ask (a filter no book can match): shown at once, empty
+    if (list.complete) this.#pagesChanged(list, 0)
   }
 
   #pagesChanged (list: PagedList, shift: number): void {
@@ -308,14 +374,19 @@ export class ListView {
       // The books held whole until the switch, if any, are let go
       this.#books.clear()
       this.#showOrder()
-      if (place === null) this.#table.scroller.scrollTop = 0
-      this.#table.show(list)
-      this.#table.draw()
+      if (this.#found !== null) {
+        // Under a search: shown once the search ends, from its top unless it kept the rows in sight
+        if (place === null) this.#listPosition = TOP
+      } else {
+        if (place === null) this.#table.scroller.scrollTop = 0
+        this.#table.show(list)
+        this.#table.draw()
+      }
       this.#showCount()
       // Which filter and order it is for: a measure of a list that a newer one replaces is told apart
       performance.measure(measure, { start: since, detail: { filter: list.filter, order: list.order } })
       this.#applyDeferred()
-    } else if (list === this.#paged) {
+    } else if (list === this.#paged && this.#found === null) {
       this.#table.show(list, { shift })
       this.#showCount()
     }
@@ -336,13 +407,121 @@ export class ListView {
     performance.measure('filter', 'filter-start')
   }
 
+  /** A key in the Search box: the search asked for after the last key, or the list again once the box is empty. */
+  #searched (): void {
+    const text = this.#elements.search.value
+    clearTimeout(this.#searchTimer)
+    performance.clearMarks('search-start')
+    performance.mark('search-start')
+    if (text.trim() === '') {
+      this.#endSearch()
+      return
+    }
+    this.#searchTimer = window.setTimeout(() => {
+      const search = this.#search
+      // Typed on in the order of the search shown (best first for a new one)
+      if (search?.search !== text || this.#finding?.failed === true) this.#readSearch(text, search?.order ?? null, 'search-results', 'search-start')
+    }, FILTER_DELAY_MS)
+  }
+
+  /** Reads search `text` in `order` (null: best first), to replace what is shown once its first page is in (see `#finding`). */
+  #readSearch (text: string, order: Order | null, measure: string, since: string): void {
+    if (!this.#searching) this.#listPosition = this.#table.position()
+    this.#finding?.list.abort()
+    const list: PagedList = new PagedList({ order, filter: '', search: text }, listPage, {
+      changed: (shift) => this.#searchChanged(list, shift),
+      failed: (error) => {
+        if (list !== this.#found && list !== this.#finding?.list) return
+        if (list === this.#finding?.list) this.#finding.failed = true
+        this.#showCount()
+        showProblem(this.#elements.notice, error, () => {
+          if (list === this.#finding?.list) this.#finding.failed = false
+          this.#showCount()
+          list.retry()
+        })
+      }
+    })
+    this.#finding = { list, measure, since, failed: false }
+    this.#elements.filter.disabled = true
+    clearProblem(this.#elements.notice)
+    this.#showOrder()
+    this.#showCount()
+    list.show(0, 0)
+    // Nothing to ask (no word to find): shown at once, empty
+    if (list.complete) this.#searchChanged(list, 0)
+  }
+
+  #searchChanged (list: PagedList, shift: number): void {
+    if (list === this.#finding?.list) {
+      const { measure, since } = this.#finding
+      this.#finding = null
+      this.#found?.abort()
+      this.#found = list
+      this.#table.mark(searchMarker(list.search))
+      this.#table.scroller.scrollTop = 0
+      this.#table.show(list)
+      this.#table.draw()
+      this.#showOrder()
+      this.#showCount()
+      performance.measure(measure, { start: since, detail: { search: list.search, order: list.order } })
+    } else if (list === this.#found) {
+      this.#table.show(list, { shift })
+      this.#showCount()
+    }
+  }
+
+  /** The Search box emptied: the list again, as it was and where it was scrolled to. */
+  #endSearch (): void {
+    const shown = this.#found !== null
+    this.#stopSearch()
+    // A failure shown was the search's
+    clearProblem(this.#elements.notice)
+    if (!shown) {
+      // The list is still on screen
+      this.#showOrder()
+      this.#showCount()
+      return
+    }
+    this.#table.showAt(this.#paged ?? this.#books.view, this.#listPosition)
+    this.#table.draw()
+    this.#showOrder()
+    this.#showCount()
+    // Far from sight, nothing of it was read meanwhile: what is missing is read now
+    this.#paged?.retry()
+  }
+
+  /** No search shown or read: the Filter box usable again, nothing marked (the table is drawn by the caller). */
+  #stopSearch (): void {
+    clearTimeout(this.#searchTimer)
+    this.#found?.abort()
+    this.#finding?.list.abort()
+    this.#found = null
+    this.#finding = null
+    this.#elements.filter.disabled = false
+    this.#table.mark(null)
+  }
+
+  /**
+   * A heading clicked while a search is shown: its matches sorted by that column, then the other
+   * way, then best first again.
+   */
+  #sortSearchBy (key: SortKey): void {
+    performance.clearMarks('sort-start')
+    performance.mark('sort-start')
+    clearTimeout(this.#searchTimer)
+    const order = this.#search?.order ?? null
+    const text = this.#elements.search.value
+    if (text.trim() === '') return
+    this.#readSearch(text, order?.key !== key ? { key, descending: false } : order.descending ? null : { key, descending: true }, 'sort', 'sort-start')
+  }
+
   /** Sorts by `key`, or the other way when the list is sorted by it already. */
   async #sortBy (key: SortKey): Promise<void> {
     performance.clearMarks('sort-start')
     performance.mark('sort-start')
     if (!this.#inPages && !this.#books.hasOrder(key)) {
       // The first sort by a column of a long list takes a while: say so
-      this.#elements.count.textContent = 'Sorting…'
+      if (this.#found === null) this.#elements.count.textContent = 'Sorting…'
       await this.#inOrderOf(key)
     }
     // In pages, or switched to pages while the worker sorted
@@ -354,7 +533,8 @@ export class ListView {
     }
     this.#books.sortBy(key)
     this.#showOrder()
-    this.#table.scroller.scrollTop = 0
+    if (this.#found === null) this.#table.scroller.scrollTop = 0
+    else this.#listPosition = TOP
     this.#redrawWhole()
     performance.measure('sort', 'sort-start')
   }
@@ -388,33 +568,50 @@ export class ListView {
     }
   }
 
-  /** The heading of the column the list is sorted by says so, and which way. */
+  /**
+   * The heading of the column the list is sorted by says so, and which way; while a search is
+   * asked for, the column its matches are sorted by, or none for best first.
+   */
   #showOrder (): void {
-    const order = this.#paged?.order ?? this.#books.order
+    const search = this.#search
+    const order = search !== null ? search.order : this.#paged?.order ?? this.#books.order
     for (const header of this.#headers) {
-      if (header.dataset.key === order.key) header.setAttribute('aria-sort', order.descending ? 'descending' : 'ascending')
+      if (order !== null && header.dataset.key === order.key) header.setAttribute('aria-sort', order.descending ? 'descending' : 'ascending')
       else header.removeAttribute('aria-sort')
     }
+  }
+
+  /** The list held whole shown (drawn at once with `draw`), unless a search is shown in its place. */
+  #showWhole ({ draw = false } = {}): void {
+    if (this.#found !== null) return
+    this.#table.show(this.#books.view)
+    if (draw) this.#table.draw()
+  }
+
+  /** The whole list as held, drawn again with its count (after a change, a filter or a sort). */
+  #redrawWhole (): void {
+    this.#showWhole({ draw: true })
+    this.#showCount()
   }
 
   /**
    * How many books: all of them once a list held whole is in; for a list in pages, what is known
    * (more than `PAGED_ABOVE` in all, and how many match so far), the exact count once its last page
-   * is read.
+   * is read. For a search, how many matches so far, and how many once its last page is read.
    */
-  /** The whole list as held, drawn again with its count (after a change, a filter or a sort). */
-  #redrawWhole (): void {
-    this.#table.show(this.#books.view)
-    this.#table.draw()
-    this.#showCount()
-  }
-
   #showCount (): void {
     const count = this.#elements.count
     const number = (n: number) => this.#numbers.format(n)
     const books = (n: number) => `${number(n)} ${n === 1 ? 'book' : 'books'}`
     const list = this.#paged
-    if (this.#next !== null) {
+    const found = this.#found
+    if (this.#finding !== null) {
+      count.textContent = this.#finding.failed ? 'The search could not be done' : 'Searching…'
+    } else if (found !== null) {
+      if (found.complete && found.known === 0) count.textContent = searchFindsNothing(found.search) ? 'Type a word to search for books' : 'No matching books'
+      else if (found.complete) count.textContent = `${number(found.known)} matching ${found.known === 1 ? 'book' : 'books'}`
+      else count.textContent = `At least ${number(found.known)} matching books`
+    } else if (this.#next !== null) {
       // The switch to pages says what it found; a new filter or order is being read
       count.textContent = list === null && this.#next.list.filter === '' ? `More than ${books(this.#pagedAbove)}` : 'Searching…'
     } else if (list !== null) {
@@ -431,6 +628,8 @@ export class ListView {
 }
 
 interface Sight { first: number, last: number }
+
+const TOP: Position = { row: 0, within: 0 }
 
 /** Resolves once the next frame is painted; in a hidden tab, which paints none, after 100 ms. */
 function painted (): Promise<void> {

@@ -24,6 +24,7 @@ const signInForm = element<HTMLFormElement>('sign-in')
 const notice = element('notice')
 const outcome = element('outcome')
 const filterInput = element<HTMLInputElement>('filter')
+const searchInput = element<HTMLInputElement>('search')
 const againDialog = element<HTMLDialogElement>('sign-in-again-dialog')
 const signInTitle = element('sign-in-title')
 const liveness = element('liveness')
@@ -33,6 +34,7 @@ const list = new ListView({
   table: element<HTMLTableElement>('books'),
   count: element('count'),
   filter: filterInput,
+  search: searchInput,
   notice
 }, (action, book) => {
   if (action === 'edit') openBookForm(book)
@@ -81,11 +83,11 @@ element('import').addEventListener('click', () => openImportDialog())
 
 const exportButton = element<HTMLButtonElement>('export')
 exportButton.addEventListener('click', () => {
-  const { order, filter } = list.shown
+  const { order, filter, search } = list.shown
   clearProblem(notice)
   outcome.textContent = 'Exporting…'
   exportButton.disabled = true
-  exportList(order, filter).then((file) => {
+  exportList(order, filter, search).then((file) => {
     save(file)
     outcome.textContent = 'Exported: books.csv.'
   }, (error) => {
@@ -143,6 +145,7 @@ function leave (): void {
   clearProblem(notice)
   outcome.textContent = ''
   filterInput.value = ''
+  searchInput.value = ''
   signedInView.hidden = true
   signOutButton.hidden = true
   liveness.hidden = true
@@ -155,7 +158,7 @@ function showSignedIn (): void {
   signedInView.hidden = false
   signOutButton.hidden = false
   liveness.hidden = false
-  filterInput.focus()
+  searchInput.focus()
   // The list is read once the feed has answered (change-feed.ts)
   feed.start()
 }

@@ -1,8 +1,8 @@
 /**
- * The list read in pages, for a list too long to hold (main.ts decides when): the service
- * filters and sorts (`GET /books?limit=&sort=&title=&author=`, followed by its `Link`s), and the
- * console holds only the books around those in sight. Pure data and the calls given to it, no
- * DOM.
+ * The list read in pages, for a list too long to hold (list-view.ts decides when) and for every
+ * search: the service filters, searches and sorts (`GET /books?limit=&sort=&title=&author=` or
+ * `q=`, followed by its `Link`s), and the console holds only the books around those in sight.
+ * Pure data and the calls given to it, no DOM.
  *
  * - What is read is cut into stretches, the pages as shown. Each knows its number of rows, the
  *   page queries it was read from and its last book. Its books are held while it is near the
@@ -14,12 +14,19 @@
  *   both apply at once. So a filtered list is two walks, one by `title=`, one by `author=`,
  *   merged in the list's order, each book once. A stretch ends at the lower of the two walks'
  *   last books read: nothing of the other walk can still come before it.
+ * - A search (`q`) is one walk, in the order asked for or, without one, in the service's own,
+ *   best first, which the console cannot compute: its stretches are its pages as read, and a
+ *   stretch read again keeps the books up to the last one it held (it keeps their ids while its
+ *   books are dropped). Whether a changed book still matches only the service can say: a book
+ *   held stays with its new values (in its place, or where the order asked for puts it), a book
+ *   created is not added, a book deleted goes.
  * - Its length is the rows read so far and, while more may follow, a few placeholder rows after
  *   them: scrolling into them reads the next page. The service gives no total; it is known once
  *   the last page is read.
  */
 import type { ListQuery, Page } from './api.js'
 import { bookMatcher, comparator, type Book, type Order } from './book-list.js'
+import { hasWordToFind } from './search-marks.js'
 import { TEXT_MAX_LENGTH } from '../src/schemas/book-limits.js'
 
 /** Books of a walk's first page: a few screens, so the first rows come fast whatever the filter costs. */
@@ -32,6 +39,18 @@ const LIMIT_MAX = 1000
 const MARGIN = 500
 /** Placeholder rows after the last book read while more may follow. */
 const LOOKAHEAD = 100
+/** The longest search the service takes, in characters (docs/api.md, Pages, filters and sorting). */
+const SEARCH_MAX_LENGTH = 200
+
+/** What a list in pages lists: `filter` or `search` (one of them, or neither), in an order. */
+export interface Listing {
+  /** The order; null for a search's own, best first */
+  order: Order | null
+  /** The Filter box: a title or an author that contains this text; '' for none */
+  filter: string
+  /** A search (`q`); '' for none */
+  search: string
+}
 
 export type ReadPage = (query: ListQuery, signal: AbortSignal) => Promise<Page>
 
@@ -53,6 +72,8 @@ interface Stretch {
   count: number
   /** Null while dropped */
   books: Book[] | null
+  /** In a search best first, the ids of its books while they are dropped: where it ends when read again */
+  ids: Float64Array | null
   reading: boolean
   /**
    * Books created (1) or deleted (-1) in it since it was last read, while its books were
@@ -71,7 +92,11 @@ interface Walk {
 }
 
 export class PagedList {
-  readonly #compare: (a: Book, b: Book) => number
+  readonly order: Order | null
+  readonly filter: string
+  readonly search: string
+  /** The order of two books; null for a search best first */
+  readonly #compare: ((a: Book, b: Book) => number) | null
   readonly #matches: ((book: Book) => boolean) | null
   readonly #read: ReadPage
   readonly #events: PagedListEvents
@@ -89,16 +114,25 @@ export class PagedList {
   #first = 0
   #last = 0
 
-  constructor (readonly order: Order, readonly filter: string, read: ReadPage, events: PagedListEvents) {
-    this.#compare = comparator(order)
+  constructor ({ order, filter, search }: Listing, read: ReadPage, events: PagedListEvents) {
+    this.order = order
+    this.filter = filter
+    this.search = search
+    this.#compare = order === null ? null : comparator(order)
     this.#matches = bookMatcher(filter)
     this.#read = read
     this.#events = events
-    const first: ListQuery = { limit: String(FIRST_PAGE), sort: `${order.descending ? '-' : ''}${order.key}` }
+    const first: ListQuery = { limit: String(FIRST_PAGE), ...(order === null ? {} : { sort: `${order.descending ? '-' : ''}${order.key}` }) }
     const walk = (query: ListQuery): Walk => ({ next: query, unplaced: [], from: null })
-    if (filter === '') this.#walks = [walk(first)]
+    if (search !== '') this.#walks = searchFindsNothing(search) ? [] : [walk({ ...first, q: search })]
+    else if (filter === '') this.#walks = [walk(first)]
     else if (matchesNothing(filter)) this.#walks = []
     else this.#walks = [walk({ ...first, title: filter }), walk({ ...first, author: filter })]
+  }
+
+  /** Whether every book is listed (no filter, no search): only then is a book deleted out of sight counted out. */
+  get #everyBook (): boolean {
+    return this.filter === '' && this.search === ''
   }
 
   /** Rows to lay out: those read, then placeholders while more may follow. */
@@ -155,12 +189,20 @@ export class PagedList {
    * still matches the filter and that place is held. Elsewhere it shows when that part is read.
    */
   upsert (book: Book): void {
-    this.#take(book.id)
-    if (this.#matches === null || this.#matches(book)) {
-      const index = this.#stretchFor(book)
+    const taken = this.#take(book.id)
+    if (this.#compare === null) {
+      // A search best first: in its place
+      if (taken !== null) {
+        const books = this.#stretches[taken.stretch]!.books!
+        books.splice(taken.at, 0, book)
+        this.#resize(taken.stretch, books.length)
+      }
+    } else if (this.search === '' ? this.#matches === null || this.#matches(book) : taken !== null) {
+      const compare = this.#compare
+      const index = this.#stretchFor(book, compare)
       const books = this.#stretches[index]?.books
       if (books != null) {
-        const before = books.findIndex((other) => this.#compare(book, other) < 0)
+        const before = books.findIndex((other) => compare(book, other) < 0)
         books.splice(before === -1 ? books.length : before, 0, book)
         this.#resize(index, books.length)
       }
@@ -173,7 +215,9 @@ export class PagedList {
    * is counted there, so that the count and the rows after it move before it is read.
    */
   add (book: Book): void {
-    const index = this.#stretchFor(book)
+    // Whether it matches a search, only the service can say: it shows when the search is asked again
+    if (this.#compare === null || this.search !== '') return
+    const index = this.#stretchFor(book, this.#compare)
     if (this.#stretches[index]?.books === null && (this.#matches === null || this.#matches(book))) this.#countOutside(index, book.id, 1)
     else this.upsert(book)
   }
@@ -183,9 +227,9 @@ export class PagedList {
    * where it was, and count it out of its stretch; otherwise that shows when it is read again.
    */
   remove (id: number): void {
-    if (!this.#take(id) && this.order.key === 'id' && this.#matches === null) {
+    if (this.#take(id) === null && this.order?.key === 'id' && this.#everyBook && this.#compare !== null) {
       // Only the id counts in this order
-      const index = this.#stretchFor({ id, title: '', author: '', year: 0 })
+      const index = this.#stretchFor({ id, title: '', author: '', year: 0 }, this.#compare)
       if (this.#stretches[index]?.books === null) {
         this.#countOutside(index, id, -1)
         return
@@ -194,17 +238,17 @@ export class PagedList {
     this.#events.changed(0)
   }
 
-  /** Removes book `id` from the stretch that holds it; false if none does. */
-  #take (id: number): boolean {
+  /** Removes book `id` from the stretch that holds it: where it was, or null if no stretch holds it. */
+  #take (id: number): { stretch: number, at: number } | null {
     for (const index of this.#held) {
       const books = this.#stretches[index]!.books!
       const found = books.findIndex((book) => book.id === id)
       if (found === -1) continue
       books.splice(found, 1)
       this.#resize(index, books.length)
-      return true
+      return { stretch: index, at: found }
     }
-    return false
+    return null
   }
 
   /** Book `id` counted into (1) or out of (-1) stretch `index`, whose books are dropped. */
@@ -225,6 +269,7 @@ export class PagedList {
       const start = this.#starts[index]!
       const stretch = this.#stretches[index]!
       if (start + stretch.count >= from - MARGIN && start <= to + MARGIN) continue
+      if (this.#compare === null) stretch.ids = Float64Array.from(stretch.books!, (book) => book.id)
       stretch.books = null
       this.#held.delete(index)
     }
@@ -250,14 +295,16 @@ export class PagedList {
         walk.next = page.next === null ? null : { ...page.next, limit: String(PAGE) }
       }))
       const ends = this.#walks.filter((walk) => walk.next !== null).flatMap((walk) => walk.unplaced.at(-1) ?? [])
-      const last = ends.length === 0 ? null : ends.reduce((a, b) => this.#compare(a, b) <= 0 ? a : b)
+      // Two walks have an order (a filter): a stretch ends where both are read
+      const compare = this.#compare
+      const last = ends.length === 0 ? null : compare === null ? ends[0]! : ends.reduce((a, b) => compare(a, b) <= 0 ? a : b)
       const parts = this.#walks.map((walk) => {
-        const count = last === null ? walk.unplaced.length : countUpTo(walk.unplaced, last, this.#compare)
+        const count = last === null || compare === null ? walk.unplaced.length : countUpTo(walk.unplaced, last, compare)
         return { query: walk.from!, books: walk.unplaced.splice(0, count) }
       }).filter((part) => part.books.length > 0)
       if (parts.length > 0) {
-        const books = mergeOnce(parts.map((part) => part.books), this.#compare)
-        this.#stretches.push({ queries: parts.map((part) => part.query), last, count: books.length, books, reading: false, counted: new Map() })
+        const books = compare === null ? parts[0]!.books : mergeOnce(parts.map((part) => part.books), compare)
+        this.#stretches.push({ queries: parts.map((part) => part.query), last, count: books.length, books, ids: null, reading: false, counted: new Map() })
         this.#starts.push(this.#known)
         this.#held.add(this.#stretches.length - 1)
         this.#known += books.length
@@ -277,12 +324,24 @@ export class PagedList {
       const after = index === 0 ? null : this.#stretches[index - 1]!.last
       const pages = await Promise.all(stretch.queries.map((query) =>
         this.#read({ ...query, limit: String(LIMIT_MAX) }, this.#controller.signal)))
-      const inside = (book: Book) =>
-        (after === null || this.#compare(book, after) > 0) && (stretch.last === null || this.#compare(book, stretch.last) <= 0)
-      const books = mergeOnce(pages.map((page) => page.books.filter(inside)), this.#compare)
+      const compare = this.#compare
+      let books: Book[]
+      if (compare === null) {
+        // Best first, from where the stretch before ended (the page's cursor), up to the last book it held
+        const held = new Set(stretch.ids)
+        const page = pages[0]!.books
+        let end = page.length
+        if (stretch.last !== null) while (end > 0 && !held.has(page[end - 1]!.id)) end--
+        books = page.slice(0, end)
+      } else {
+        const inside = (book: Book) =>
+          (after === null || compare(book, after) > 0) && (stretch.last === null || compare(book, stretch.last) <= 0)
+        books = mergeOnce(pages.map((page) => page.books.filter(inside)), compare)
+      }
       const above = this.#starts[index]! + stretch.count <= this.#first
       const shift = books.length - stretch.count
       stretch.books = books
+      stretch.ids = null
       stretch.counted.clear()
       this.#held.add(index)
       this.#resize(index, books.length)
@@ -322,13 +381,13 @@ export class PagedList {
   }
 
   /** The stretch a book belongs in by its values; the number of stretches when it lies beyond those read. */
-  #stretchFor (book: Book): number {
+  #stretchFor (book: Book, compare: (a: Book, b: Book) => number): number {
     let low = 0
     let high = this.#stretches.length
     while (low < high) {
       const middle = (low + high) >>> 1
       const last = this.#stretches[middle]!.last
-      if (last !== null && this.#compare(last, book) < 0) low = middle + 1
+      if (last !== null && compare(last, book) < 0) low = middle + 1
       else high = middle
     }
     return low
@@ -338,6 +397,11 @@ export class PagedList {
 /** No title or author can contain a NUL, nor more characters than the longest (the service refuses both). */
 export function matchesNothing (filter: string): boolean {
   return filter.includes('\u0000') || [...filter].length > TEXT_MAX_LENGTH
+}
+
+/** A search with no word to find, a NUL or more characters than the longest (the service refuses them). */
+export function searchFindsNothing (search: string): boolean {
+  return search.includes('\u0000') || [...search].length > SEARCH_MAX_LENGTH || !hasWordToFind(search)
 }
 
 /** How many of `books` (in order) come up to `last`, included. */
