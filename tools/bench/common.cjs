@@ -62,26 +62,38 @@ const LIST_SEED = `INSERT INTO books (title, author, year)
        (SELECT array_agg('First' || n) AS firsts FROM generate_series(1, 200) AS n) AS f,
        (SELECT array_agg(CASE WHEN n = 1 THEN 'Tolkien' ELSE 'Last' || n END) AS lasts FROM generate_series(1, 500) AS n) AS l`
 
+/** The migration steps (src/db/migrations.ts, as built in dist/) and the statements of each. */
 async function migrations () {
-  return (await import(path.join(ROOT, 'dist', 'src', 'db', 'migrations.js'))).migrations
+  return await import(path.join(ROOT, 'dist', 'src', 'db', 'migrations.js'))
 }
 
 /**
  * The kept database of `books` books (`bookkeeping_bench_list_<books>`), seeded with LIST_SEED
- * into the tables of the migrations without the steps that run alone (the indexes, the
- * analyze): the service builds those when it starts on it. A database that holds `books` books
- * already is used as it is (`seeded` null), unless `reseed`; one that does not is made anew,
- * unless `create` is false: then this fails, and says how to make it.
+ * (`keptDatabase`). One that does not hold them is made anew, unless `create` is false: then
+ * this fails, and says how to make it.
  */
-async function listDatabase (books, { reseed = false, create = true } = {}) {
-  const name = `bookkeeping_bench_list_${books}`
+function listDatabase (books, { reseed = false, create = true } = {}) {
+  return keptDatabase(`bookkeeping_bench_list_${books}`, books, {
+    seed: LIST_SEED, values: [books], reseed, create, how: `BENCH_LIST_BOOKS=${books} npm run bench:list`
+  })
+}
+
+/**
+ * The kept database `name` of `books` books, seeded with one statement (`seed`, with `values`)
+ * into the tables of the migration steps before the first that runs alone: a database written
+ * before the indexes, whose other steps (the indexes, the search's words) the service makes when
+ * it starts on it, as it would on a database written by an older version. A database that
+ * holds `books` books already is used as it is (`seeded` null), unless `reseed`; one that does
+ * not is made anew, unless `create` is false: then this fails, and says `how` to make it.
+ */
+async function keptDatabase (name, books, { seed, values, reseed = false, create = true, how }) {
   const url = databaseUrl(name)
   const exists = await admin(async (client) => (await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name])).rowCount === 1)
   if (exists && !reseed) {
     const count = await admin(async (client) => Number((await client.query('SELECT count(*) FROM books')).rows[0].count), url)
     if (count >= books) return { name, url, seeded: null }
   }
-  if (!create) throw new Error(`database ${name} is missing or holds fewer than ${books} books: make it with BENCH_LIST_BOOKS=${books} npm run bench:list`)
+  if (!create) throw new Error(`database ${name} is missing or holds fewer than ${books} books: make it with ${how}`)
   await admin(async (client) => {
     await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
     await client.query(`CREATE DATABASE ${name}`)
@@ -90,12 +102,13 @@ async function listDatabase (books, { reseed = false, create = true } = {}) {
   await admin(async (client) => {
     await client.query(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
       applied_at timestamptz NOT NULL DEFAULT now())`)
-    for (const { version, name, sql, alone } of await migrations()) {
-      if (alone) continue
-      await client.query(sql)
-      await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [version, name])
+    const { migrations: steps, statementsOf } = await migrations()
+    const firstAlone = steps.find(({ alone }) => alone).version
+    for (const step of steps.filter(({ version }) => version < firstAlone)) {
+      for (const statement of statementsOf(step)) await client.query(statement)
+      await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [step.version, step.name])
     }
-    await client.query(LIST_SEED, [books])
+    await client.query(seed, values)
     await client.query('VACUUM ANALYZE books')
   }, url)
   return { name, url, seeded: (performance.now() - started) / 1000 }
@@ -361,7 +374,9 @@ module.exports = {
   connect,
   admin,
   databaseUrl,
+  keptDatabase,
   listDatabase,
+  migrations,
   freePort,
   serviceCommand,
   stopChild,
