@@ -24,6 +24,7 @@ import loginAttempts from '../plugins/app/login-attempts.js'
 import httpEdge, { clientErrorHandler, frameworkErrors } from '../plugins/app/http-edge.js'
 import jsonBody from '../plugins/app/json-body.js'
 import listingsRepository from '../plugins/app/listings-repository.js'
+import searchWords from '../plugins/app/search-words.js'
 import metrics from '../plugins/app/metrics.js'
 import migrate from '../plugins/app/migrate.js'
 import readBudget from '../plugins/app/read-budget.js'
@@ -116,6 +117,7 @@ async function app (fastify: FastifyInstance, { environment }: AppOptions) {
   await fastify.register(authenticate)
   await fastify.register(readBudget)
   await fastify.register(booksRepository)
+  await fastify.register(searchWords)
   await fastify.register(listingsRepository)
   await fastify.register(changeLog)
   await fastify.register(idempotencyKeys)

@@ -1,0 +1,85 @@
+/**
+ * The books of a page of a search ordered by relevance (`q` without `sort`), for the page query
+ * of plugins/app/listings-repository.ts (`walkPageQuery`): read level by level of the rank (a
+ * one-word search, src/search-plan.ts), or every match ranked. Their columns are named
+ * `book_<column>` beside `book_rank`; the page names them again.
+ */
+import { BOOK_COLUMNS } from './books-sql.js'
+import { walkFilters } from './listings-sql.js'
+import { BOOK_WORDS, FIELD_WORDS, rankOf, searchFilters, searchRank } from './search-sql.js'
+import type { Position, Walk } from '../listing.js'
+import type { Search } from '../search.js'
+import type { SearchLevel } from '../search-plan.js'
+
+type Parameter = (value: unknown, type: string) => string
+
+/** A book's columns under names of their own, beside its rank: a ranked page names them again. */
+const RANKED_COLUMNS = BOOK_COLUMNS.split(', ').map((column) => `books.${column} AS book_${column}`).join(', ')
+
+/**
+ * The parts of a page of a one-word search that read its `levels` (src/search-plan.ts), in
+ * order, from the level of `position` on: up to `$1` books of a level, with the rank of the
+ * level, in id order, after `position`'s id in its own level. Walked: the books in id order, the
+ * level's word checked on each (`IS TRUE` is no condition that an index reads, so the primary key
+ * is read in order, and no further than the page needs). Through the index: the books that hold
+ * the level's word, then sorted (`OFFSET 0` keeps the planner from reading them in id order).
+ */
+function levelPages (
+  walk: Walk, search: Search, levels: readonly SearchLevel[], position: Position | null, unmoved: string[],
+  parameter: Parameter
+): string[] {
+  const term = search.terms[0]!
+  const rank = searchRank(search, parameter)
+  const others = [...walkFilters(walk, null, parameter), ...searchFilters(search, parameter, { excludedOnly: true }), ...unmoved]
+  return levels.filter((level) => position === null || level.rank <= Number(position.key)).map((level) => {
+    const holds = `(${level.holds.map(({ field, form }) => `${FIELD_WORDS[field]} @@ ${parameter(term[form], 'tsquery')}`).join(' OR ')})`
+    const after = position !== null && level.rank === Number(position.key) ? [`books.id > ${parameter(position.id, 'int8')}`] : []
+    const conditions = [level.walk ? `(${holds}) IS TRUE` : holds, ...others, ...after, `${rank} = ${level.rank}`].join(' AND ')
+    const select = `SELECT ${RANKED_COLUMNS}, ${level.rank}::int8 AS book_rank FROM books ${BOOK_WORDS} WHERE ${conditions}`
+    return level.walk
+      ? `(${select} ORDER BY books.id LIMIT $1)`
+      : `(SELECT * FROM (${select} OFFSET 0) level ORDER BY book_id LIMIT $1)`
+  })
+}
+
+/**
+ * The books of a page ordered by relevance that ranks its matches: the words and phrases to find
+ * on the indexed expressions, which the indexes read (the planner intersects the books of those
+ * it finds selective; a book is checked against them only where an index cannot tell: a
+ * phrase), the excluded ones on the words computed once per book. The books that hold every
+ * word as written rank above all others (the first part of a rank): they are ranked first, on
+ * their own, and the others (through a prefix or a typo, whose forms may be held by many more
+ * books) only when a page goes beyond them.
+ */
+function rankedPage (walk: Walk, search: Search, position: Position | null, unmoved: string[], parameter: Parameter): string {
+  const rank = searchRank(search, parameter)
+  const others = [...searchFilters(search, parameter, { excludedOnly: true, joined: true }), ...walkFilters(walk, null, parameter), ...unmoved]
+  let after = ''
+  if (position !== null) {
+    const at = parameter(position.key, 'int8')
+    after = ` WHERE book_rank < ${at} OR (book_rank = ${at} AND book_id > ${parameter(position.id, 'int8')})`
+  }
+  const best = (conditions: string[]) => `SELECT * FROM (SELECT ${RANKED_COLUMNS}, ${rank} AS book_rank FROM books ${BOOK_WORDS}` +
+    ` WHERE ${[...conditions, ...others].join(' AND ')} OFFSET 0) matches${after} ORDER BY book_rank DESC, book_id LIMIT $1`
+  const found = searchFilters(search, parameter, { positiveOnly: true })
+  if (search.terms.length === 0) return best(found)
+  const notAllAsWritten = `NOT (${searchFilters(search, parameter, { positiveOnly: true, asWritten: true, joined: true }).join(' AND ')})`
+  const rest = best([...found, notAllAsWritten])
+  // The books with every word as written rank from this up: a position below it is past them all
+  if (position !== null && Number(position.key) < rankOf([search.terms.length, 0, 0, 0])) return rest
+  return `SELECT * FROM ((${best(searchFilters(search, parameter, { positiveOnly: true, asWritten: true }))}) UNION ALL (${rest})) parts LIMIT $1`
+}
+
+/**
+ * The books of a page of a search by relevance after `position`: through `levels` where a
+ * one-word search has them, else every match ranked. `unmoved`: the conditions that leave out the
+ * books changed since the walk began.
+ */
+export function rankedBooks (
+  walk: Walk, search: Search, position: Position | null, unmoved: string[], levels: readonly SearchLevel[] | null, parameter: Parameter
+): string {
+  // A subquery: a page of one level is a parenthesized query with a LIMIT of its own
+  return levels === null
+    ? rankedPage(walk, search, position, unmoved, parameter)
+    : `SELECT * FROM (${levelPages(walk, search, levels, position, unmoved, parameter).join(' UNION ALL ')}) levels LIMIT $1`
+}
