@@ -9,7 +9,7 @@
 import type { Page } from 'playwright-core'
 import t, { type Test } from 'tap'
 import { testEnv } from '../helper.js'
-import { booksTable, bookRows, countStatus, expectQuiet, launchBrowser, notLive, openPage, settle, signIn } from '../helpers/browser.js'
+import { booksTable, bookRows, countStatus, expectQuiet, launchBrowser, notLive, openPage, recordListings, settle, signIn } from '../helpers/browser.js'
 import { createDatabase, pgClient, STORE_INDEPENDENT } from '../helpers/database.js'
 import { startService } from '../helpers/service.js'
 import { needsPrograms } from '../helpers/programs.js'
@@ -31,29 +31,6 @@ const SEED = `INSERT INTO books (title, author, year)
   FROM generate_series(1, $1::int) AS n`
 
 /** A `GET /books` the page sent: its query, and the path of the next page its answer named. */
-interface Listing { query: Record<string, string>, next: string | null, failed: string | null }
-
-/** Every `GET /books` the page sends, with its answer's `Link` or why it failed. */
-function recordListings (page: Page): Listing[] {
-  const listings: Listing[] = []
-  const byRequest = new Map<unknown, Listing>()
-  page.on('request', (request) => {
-    const url = new URL(request.url())
-    if (request.method() !== 'GET' || url.pathname !== '/books') return
-    const listing = { query: Object.fromEntries(url.searchParams), next: null, failed: null }
-    byRequest.set(request, listing)
-    listings.push(listing)
-  })
-  page.on('response', (response) => {
-    const listing = byRequest.get(response.request())
-    if (listing !== undefined) listing.next = /^<([^>]+)>/.exec(response.headers().link ?? '')?.[1] ?? null
-  })
-  page.on('requestfailed', (request) => {
-    const listing = byRequest.get(request)
-    if (listing !== undefined) listing.failed = request.failure()?.errorText ?? 'failed'
-  })
-  return listings
-}
 
 /**
  * Types the rest of `text` into the Filter box (what it holds is the start of `text`) a key at a

@@ -17,7 +17,7 @@ import type { Locator, Page } from 'playwright-core'
 import t from 'tap'
 import { testEnv } from '../helper.js'
 import {
-  bookRows, booksTable, countStatus, expectQuiet, launchBrowser, loadedStatusOf, openConsole, openPage, seriousAccessibilityViolations, settle,
+  bookRows, booksTable, countStatus, expectQuiet, launchBrowser, loadedStatusOf, openConsole, openPage, recordListings, seriousAccessibilityViolations, settle,
   shownBooks, signedIn, signIn
 } from '../helpers/browser.js'
 import { createDatabase, createDatabaseWithBooks, pgClient, STORE_INDEPENDENT } from '../helpers/database.js'
@@ -70,29 +70,6 @@ const SEED = `INSERT INTO books (title, author, year)
   CROSS JOIN (SELECT $2::text[] AS w, $3::text[] AS f, $4::text[] AS l) AS names`
 
 /** A `GET /books` the page sent: its query, and the path of the next page its answer named. */
-interface Listing { query: Record<string, string>, next: string | null, failed: string | null }
-
-/** Every `GET /books` the page sends from now on, with its answer's `Link` or why it failed. */
-function recordListings (page: Page): Listing[] {
-  const listings: Listing[] = []
-  const byRequest = new Map<unknown, Listing>()
-  page.on('request', (request) => {
-    const url = new URL(request.url())
-    if (request.method() !== 'GET' || url.pathname !== '/books') return
-    const listing = { query: Object.fromEntries(url.searchParams), next: null, failed: null }
-    byRequest.set(request, listing)
-    listings.push(listing)
-  })
-  page.on('response', (response) => {
-    const listing = byRequest.get(response.request())
-    if (listing !== undefined) listing.next = /^<([^>]+)>/.exec(response.headers().link ?? '')?.[1] ?? null
-  })
-  page.on('requestfailed', (request) => {
-    const listing = byRequest.get(request)
-    if (listing !== undefined) listing.failed = request.failure()?.errorText ?? 'failed'
-  })
-  return listings
-}
 
 const searchBox = (page: Page) => page.getByRole('searchbox', { name: 'Search' })
 const filterBox = (page: Page) => page.getByRole('searchbox', { name: 'Filter' })

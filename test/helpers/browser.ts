@@ -330,3 +330,28 @@ export function storedToken (page: Page): Promise<string | null> {
 export async function notLive (page: Page): Promise<void> {
   await page.route('**/books/changes', (route) => route.abort())
 }
+
+/** A `GET /books` the page sent: its query, its answer's `Link` (`next`), or why it failed. */
+export interface Listing { query: Record<string, string>, next: string | null, failed: string | null }
+
+/** Every `GET /books` the page sends, with its answer's `Link` or why it failed. */
+export function recordListings (page: Page): Listing[] {
+  const listings: Listing[] = []
+  const byRequest = new Map<unknown, Listing>()
+  page.on('request', (request) => {
+    const url = new URL(request.url())
+    if (request.method() !== 'GET' || url.pathname !== '/books') return
+    const listing = { query: Object.fromEntries(url.searchParams), next: null, failed: null }
+    byRequest.set(request, listing)
+    listings.push(listing)
+  })
+  page.on('response', (response) => {
+    const listing = byRequest.get(response.request())
+    if (listing !== undefined) listing.next = /^<([^>]+)>/.exec(response.headers().link ?? '')?.[1] ?? null
+  })
+  page.on('requestfailed', (request) => {
+    const listing = byRequest.get(request)
+    if (listing !== undefined) listing.failed = request.failure()?.errorText ?? 'failed'
+  })
+  return listings
+}

@@ -12,6 +12,7 @@ const http = require('node:http')
 const net = require('node:net')
 const os = require('node:os')
 const path = require('node:path')
+const { setTimeout: sleep } = require('node:timers/promises')
 const pg = require('pg')
 
 const ROOT = path.resolve(__dirname, '..', '..')
@@ -112,6 +113,27 @@ async function keptDatabase (name, books, { seed, values, reseed = false, create
     await client.query('VACUUM ANALYZE books')
   }, url)
   return { name, url, seeded: (performance.now() - started) / 1000 }
+}
+
+/** Writes while the service migrates: the slowest insert-and-update, in ms, until `stop`. */
+async function writeDuring (url, stop) {
+  const client = await connect(url)
+  let slowest = 0
+  let writes = 0
+  try {
+    while (!stop.done) {
+      const started = performance.now()
+      const { rows: [{ id }] } = await client.query("INSERT INTO books (title, author, year) VALUES ('written during the migration', 'bench', 2000) RETURNING id")
+      await client.query('UPDATE books SET year = 2001 WHERE id = $1', [id])
+      await client.query('DELETE FROM books WHERE id = $1', [id])
+      slowest = Math.max(slowest, performance.now() - started)
+      writes++
+      await sleep(20)
+    }
+  } finally {
+    await client.end()
+  }
+  return { slowest, writes }
 }
 
 function freePort () {
@@ -375,6 +397,7 @@ module.exports = {
   admin,
   databaseUrl,
   keptDatabase,
+  writeDuring,
   listDatabase,
   migrations,
   freePort,

@@ -37,7 +37,7 @@ const http = require('node:http')
 const { setTimeout: sleep } = require('node:timers/promises')
 const autocannon = require('autocannon')
 const {
-  connect, freePort, issueToken, listDatabase, markdownTable, readMemory, runBenchmark, serviceCommand
+  freePort, issueToken, listDatabase, markdownTable, readMemory, runBenchmark, serviceCommand, writeDuring
 } = require('./common.cjs')
 
 const BOOKS = Number(process.env.BENCH_LIST_BOOKS ?? 10_000_000)
@@ -45,27 +45,6 @@ const REQUESTS = Number(process.env.BENCH_LIST_REQUESTS ?? 200)
 const SECONDS = Number(process.env.BENCH_LIST_SECONDS ?? 5)
 const DEPTH = 50_000
 const SORTS = ['id', '-id', 'title', '-title', 'author', '-author', 'year', '-year']
-
-/** Writes while the service migrates: the slowest insert-and-update, in ms, until `stop`. */
-async function writeDuring (url, stop) {
-  const client = await connect(url)
-  let slowest = 0
-  let writes = 0
-  try {
-    while (!stop.done) {
-      const started = performance.now()
-      const { rows: [{ id }] } = await client.query("INSERT INTO books (title, author, year) VALUES ('written during the migration', 'bench', 2000) RETURNING id")
-      await client.query('UPDATE books SET year = 2001 WHERE id = $1', [id])
-      await client.query('DELETE FROM books WHERE id = $1', [id])
-      slowest = Math.max(slowest, performance.now() - started)
-      writes++
-      await sleep(20)
-    }
-  } finally {
-    await client.end()
-  }
-  return { slowest, writes }
-}
 
 function get (agent, port, url, token) {
   return new Promise((resolve, reject) => {

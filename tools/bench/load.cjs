@@ -216,6 +216,31 @@ async function waitUntilReady (name, child, port, logPath, probe = issueToken) {
 }
 
 /**
+ * The reference server (tools/bench/reference.cjs) on `dbUrl`, with the service's `secret` (it
+ * takes the service's tokens), its output appended to `logPath`.
+ */
+async function startReference (track, dbUrl, secret, logPath, name = 'reference') {
+  const port = await freePort()
+  const log = fs.openSync(logPath, 'a')
+  const child = track(spawn(process.execPath, [path.join(__dirname, 'reference.cjs')], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      DB_URL: dbUrl,
+      SECRET_TOKEN: secret,
+      AUTH_USERNAME: USERNAME,
+      AUTH_PASSWORD: PASSWORD,
+      PORT: String(port),
+      HOST: '127.0.0.1'
+    },
+    stdio: ['ignore', log, log]
+  }))
+  fs.closeSync(log)
+  await waitUntilReady('the reference server', child, port, logPath)
+  return { name, dbUrl, url: `http://127.0.0.1:${port}`, port, child }
+}
+
+/**
  * The service as `npm start` runs it (the caller's npm script built it) on `dbUrl`, its output
  * appended to `logPath`, its token limits out of the way (/token is measured, not the limiters);
  * `root` and `nodeFlags` as common.cjs's serviceCommand takes them.
@@ -353,6 +378,7 @@ function describe (command, args) {
 }
 
 module.exports = {
+  startReference,
   waitUntilReady,
   startService,
   SECONDS,

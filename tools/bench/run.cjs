@@ -26,38 +26,17 @@ const net = require('node:net')
 const os = require('node:os')
 const path = require('node:path')
 const {
-  ROOT, USERNAME, PASSWORD, admin, cpuSeconds, freePort, runBenchmark, request, issueToken, markdownTable,
+  ROOT, admin, cpuSeconds, freePort, runBenchmark, request, issueToken, markdownTable,
   postmasterPid, postgresCpuSeconds
 } = require('./common.cjs')
 const {
   SECONDS, ROUNDS, ONLY, WARMUP_SECONDS, CONNECTIONS, THREADS, BOOKS, BOOK_BODY, SCENARIOS,
-  resetTable, chooseClient, createRunner, summarise, describe, startService, waitUntilReady
+  resetTable, chooseClient, createRunner, summarise, describe, startReference, startService, waitUntilReady
 } = require('./load.cjs')
 
 const SECRET = randomBytes(36).toString('base64url') // 48 characters
 
 // --- processes --------------------------------------------------------------------------------
-
-async function startReference (track, dbUrl, logPath, name = 'reference') {
-  const port = await freePort()
-  const log = fs.openSync(logPath, 'a')
-  const child = track(spawn(process.execPath, [path.join(__dirname, 'reference.cjs')], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      DB_URL: dbUrl,
-      SECRET_TOKEN: SECRET,
-      AUTH_USERNAME: USERNAME,
-      AUTH_PASSWORD: PASSWORD,
-      PORT: String(port),
-      HOST: '127.0.0.1'
-    },
-    stdio: ['ignore', log, log]
-  }))
-  fs.closeSync(log)
-  await waitUntilReady('the reference server', child, port, logPath)
-  return { name, dbUrl, url: `http://127.0.0.1:${port}`, port, child }
-}
 
 /**
  * BENCH_BASELINE=<git revision>: the service of that revision too, built in a worktree of its own
@@ -272,7 +251,7 @@ async function main (bench) {
       const { rows } = await c.query('SELECT count(*)::int AS count, max(id)::int AS max FROM books')
       if (rows[0].count !== BOOKS || rows[0].max !== BOOKS) throw new Error(`seeding gave ${JSON.stringify(rows[0])}, expected ids 1..${BOOKS}`)
     }, pairDbUrl)
-    const reference = await startReference(bench.track, pairDbUrl, referenceLog, `reference${suffix}`)
+    const reference = await startReference(bench.track, pairDbUrl, SECRET, referenceLog, `reference${suffix}`)
     const differences = await compareAnswers(service, reference)
     await resetTable(pairDbUrl)
     return { service, reference, differences }

@@ -46,9 +46,10 @@ const path = require('node:path')
 const { setTimeout: sleep } = require('node:timers/promises')
 const autocannon = require('autocannon')
 const {
-  ROOT, USERNAME, PASSWORD, admin, connect, cpuSeconds, freePort, issueToken, keptDatabase, markdownTable,
-  migrations, positive, postgresCpuSeconds, postmasterPid, runBenchmark, serviceCommand, stopChild
+  ROOT, admin, connect, cpuSeconds, freePort, issueToken, keptDatabase, markdownTable,
+  migrations, positive, postgresCpuSeconds, postmasterPid, runBenchmark, serviceCommand, stopChild, writeDuring
 } = require('./common.cjs')
+const { startReference } = require('./load.cjs')
 
 const BOOKS = positive('BENCH_SEARCH_BOOKS', 10_000_000)
 const REQUESTS = positive('BENCH_SEARCH_REQUESTS', 100)
@@ -207,27 +208,6 @@ function searchDatabase (books, reseed) {
   return keptDatabase(`bookkeeping_bench_search_${books}`, books, { seed: SEARCH_SEED, values: seedValues(books), reseed })
 }
 
-/** Writes while the service migrates: the slowest insert-update-delete, in ms, until `stop` (as bench:list). */
-async function writeDuring (url, stop) {
-  const client = await connect(url)
-  let slowest = 0
-  let writes = 0
-  try {
-    while (!stop.done) {
-      const started = performance.now()
-      const { rows: [{ id }] } = await client.query("INSERT INTO books (title, author, year) VALUES ('written during the migration', 'bench', 2000) RETURNING id")
-      await client.query('UPDATE books SET year = 2001 WHERE id = $1', [id])
-      await client.query('DELETE FROM books WHERE id = $1', [id])
-      slowest = Math.max(slowest, performance.now() - started)
-      writes++
-      await sleep(20)
-    }
-  } finally {
-    await client.end()
-  }
-  return { slowest, writes }
-}
-
 /**
  * The service's output: written to `logPath`, its JSON lines read for the migration steps
  * applied (with their time) and the warnings and errors it logged (counted by message).
@@ -286,28 +266,6 @@ async function until (child, port, name, probe = '/health/live') {
     if (answered) return
     await sleep(200)
   }
-}
-
-/** The reference server (tools/bench/reference.cjs) on `url`, with the service's secret: it takes the service's tokens. */
-async function startReference (bench, url, logPath) {
-  const port = await freePort()
-  const log = fs.openSync(logPath, 'a')
-  const child = bench.track(spawn(process.execPath, [path.join(__dirname, 'reference.cjs')], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      DB_URL: url,
-      SECRET_TOKEN: SECRET,
-      AUTH_USERNAME: USERNAME,
-      AUTH_PASSWORD: PASSWORD,
-      PORT: String(port),
-      HOST: '127.0.0.1'
-    },
-    stdio: ['ignore', log, log]
-  }))
-  fs.closeSync(log)
-  await until(child, port, 'the reference server', '/token')
-  return { port, child }
 }
 
 /** A token, issued again when it is older than 10 minutes (tokens last 15). */
@@ -661,7 +619,7 @@ runBenchmark('search', async (bench) => {
     FROM unnest($1::text[]) AS words`, [COUNTED])).rows, url)
   console.log(`books holding: ${counts.map(({ words, books }) => `${words} ${Number(books).toLocaleString('en-US')}`).join(', ')}`)
 
-  const reference = await startReference(bench, url, path.join(bench.tmpDir, 'reference.log'))
+  const reference = await startReference(bench.track, url, SECRET, path.join(bench.tmpDir, 'reference.log'))
   const token = tokens(service.port)
   const postmaster = await postmasterPid(url)
   const monitor = await connect()
