@@ -51,7 +51,7 @@ function appendRun (runs: IdRun[], run: IdRun) {
 const multirange = (runs: IdRun[]) => `{${runs.map(({ first, count }) => `[${first},${first + count})`).join(',')}}`
 const runsOf = (text: string): IdRun[] => [...text.matchAll(/\[(\d+),(\d+)\)/g)].map(([, first, end]) => ({ first: Number(first), count: Number(end) - Number(first) }))
 
-function createImportsRepository (pool: Pool, atOnce: number, dialect: SqlDialect) {
+function createImportsRepository (pool: Pool, atOnce: number, insertRows: number, dialect: SqlDialect) {
   const INSERT_BOOKS = insertBooks(dialect.learnsWords)
   // Keys of imports in flight in this instance: PGlite's one session would grant the same lock twice
   const keysInFlight = new Set<string>()
@@ -76,8 +76,8 @@ function createImportsRepository (pool: Pool, atOnce: number, dialect: SqlDialec
         await copyIntoImport(client, chunk)
         progress()
       }
-      for (let first = 1; first <= spool.count; first += INSERT_ROWS) {
-        const { rows } = await client.query<{ first: string, count: number }>(INSERT_BOOKS, [first, first + INSERT_ROWS - 1])
+      for (let first = 1; first <= spool.count; first += insertRows) {
+        const { rows } = await client.query<{ first: string, count: number }>(INSERT_BOOKS, [first, first + insertRows - 1])
         for (const run of rows) appendRun(ids, { first: Number(run.first), count: run.count })
         progress()
       }
@@ -132,5 +132,5 @@ export default fp(async function importsRepository (fastify) {
   const pool = new pg.Pool({ ...options, max: atOnce })
   listenForLostConnections(pool, (err) => fastify.log.warn({ err }, 'idle import connection lost'))
   fastify.addHook('onClose', () => pool.end())
-  fastify.decorate('importsRepository', createImportsRepository(pool, atOnce, fastify.sqlDialect))
+  fastify.decorate('importsRepository', createImportsRepository(pool, atOnce, store!.pglite ? INSERT_ROWS.pglite : INSERT_ROWS.server, fastify.sqlDialect))
 }, { name: 'imports-repository', dependencies: ['postgres', 'migrate'] })

@@ -9,8 +9,13 @@ import type { ClientBase } from 'pg'
 import { from as copyFrom } from 'pg-copy-streams'
 import { BOOK_COLUMNS, learned, logged } from './books-sql.js'
 
-/** Books per statement into `books`: each writes its rows, their indexes and their changes. */
-export const INSERT_ROWS = 5_000
+/**
+ * Books per statement into `books`: each writes its rows, their indexes and their changes, the
+ * search's words included. On PGlite fewer: its statements run in WebAssembly, several times
+ * slower, and cannot be cancelled, so only the client's read timeout bounds them; a chunk of
+ * 5,000 took some 0.6 s there on an idle machine, and past the 3.1 s bound on a loaded one.
+ */
+export const INSERT_ROWS = { server: 5_000, pglite: 1_000 } as const
 
 // A table of this transaction alone, gone with it: a pooler in transaction mode (PgBouncer)
 // hands the next transaction a session without it. `n` is the book's place in the input
