@@ -9,7 +9,9 @@
 import type { Page } from 'playwright-core'
 import t, { type Test } from 'tap'
 import { testEnv } from '../helper.js'
-import { booksTable, bookRows, countStatus, expectQuiet, launchBrowser, notLive, openPage, recordListings, settle, signIn } from '../helpers/browser.js'
+import {
+  booksTable, bookRows, countStatus, expectQuiet, launchBrowser, misplaced, notLive, openPage, placedRows, reading, recordListings, scrollTo, scrollToEnd, settle, signIn
+} from '../helpers/browser.js'
 import { createDatabase, pgClient, STORE_INDEPENDENT } from '../helpers/database.js'
 import { startService } from '../helpers/service.js'
 import { needsPrograms } from '../helpers/programs.js'
@@ -51,46 +53,6 @@ async function typeAtOnce (page: Page, text: string): Promise<void> {
 /** The query of a `Link` path. */
 const queryOf = (path: string) => Object.fromEntries(new URL(path, 'http://x').searchParams)
 const withoutLimit = ({ limit, ...rest }: Record<string, string>) => rest
-
-/** Each book row in the DOM as [its place in the list from 0 (aria-rowindex less the heading), its id]. */
-function placedRows (page: Page): Promise<Array<[number, number]>> {
-  return bookRows(page).evaluateAll((rows) => rows.map((row) =>
-    [Number(row.getAttribute('aria-rowindex')) - 2, Number(row.children[0]?.textContent)] as [number, number]))
-}
-
-/** The rows in the DOM that are not in the place `ids` gives them. */
-async function misplaced (page: Page, ids: number[]): Promise<string[]> {
-  return (await placedRows(page)).filter(([place, id]) => ids[place] !== id).map(([place, id]) => `row ${place}: id ${id}, not ${ids[place]}`)
-}
-
-/** Whether rows are still being read (placeholder rows in the DOM). */
-const reading = (page: Page) => booksTable(page).locator('tr.placeholder').count().then((n) => n > 0)
-
-async function scrollTo (page: Page, where: 'top' | 'bottom' | number): Promise<void> {
-  await page.getByRole('region', { name: 'Book list' }).evaluate((element, where) => {
-    element.scrollTop = where === 'top' ? 0 : where === 'bottom' ? element.scrollHeight : where
-  }, where)
-  // The rows in sight drawn, and read when they were not
-  await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0))))
-  await settle(() => reading(page), (busy) => !busy, 10_000)
-}
-
-/**
- * Scrolls down to the end of the list, a screenful at a time when `everyRow`, else to the bottom
- * again and again; the rows out of place on the way, and how many scrolls it took.
- */
-async function scrollToEnd (page: Page, ids: number[], { everyRow = false } = {}): Promise<{ wrong: string[], scrolls: number }> {
-  const wrong: string[] = []
-  const region = page.getByRole('region', { name: 'Book list' })
-  for (let scrolls = 1; scrolls <= 400; scrolls++) {
-    const before = await region.evaluate((element) => element.scrollTop)
-    await scrollTo(page, everyRow ? before + (await region.evaluate((element) => element.clientHeight)) - 60 : 'bottom')
-    wrong.push(...await misplaced(page, ids))
-    const after = await region.evaluate((element) => [element.scrollTop, element.scrollHeight - element.clientHeight])
-    if (after[0] === before && after[0]! >= after[1]! - 1 && !(await reading(page))) return { wrong, scrolls }
-  }
-  return { wrong: [...wrong, 'the end was not reached'], scrolls: 400 }
-}
 
 /** The status line once it reads `expected` (or what it read last). */
 const statusReads = (page: Page, expected: string | RegExp) =>

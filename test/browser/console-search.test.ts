@@ -17,8 +17,8 @@ import type { Locator, Page } from 'playwright-core'
 import t from 'tap'
 import { testEnv } from '../helper.js'
 import {
-  bookRows, booksTable, countStatus, expectQuiet, launchBrowser, loadedStatusOf, openConsole, openPage, recordListings, seriousAccessibilityViolations, settle,
-  shownBooks, signedIn, signIn
+  bookRows, booksTable, countStatus, expectQuiet, launchBrowser, loadedStatusOf, misplaced, openConsole, openPage, placedRows, recordListings, scrollTo, scrollToEnd,
+  seriousAccessibilityViolations, settle, shownBooks, signedIn, signIn
 } from '../helpers/browser.js'
 import { createDatabase, createDatabaseWithBooks, pgClient, STORE_INDEPENDENT } from '../helpers/database.js'
 import { needsPrograms } from '../helpers/programs.js'
@@ -98,17 +98,6 @@ const statusReads = (page: Page, expected: string | RegExp) =>
   settle(async () => ((await countLine(page).textContent()) ?? '').trim(),
     (text) => typeof expected === 'string' ? text === expected : expected.test(text), 15_000)
 
-/** Each book row in the DOM as [its place in the list from 0, its id]. */
-function placedRows (page: Page): Promise<Array<[number, number]>> {
-  return bookRows(page).evaluateAll((rows) => rows.map((row) =>
-    [Number(row.getAttribute('aria-rowindex')) - 2, Number(row.children[0]?.textContent)] as [number, number]))
-}
-
-/** The rows in the DOM that are not in the place `ids` gives them. */
-async function misplaced (page: Page, ids: number[]): Promise<string[]> {
-  return (await placedRows(page)).filter(([place, id]) => ids[place] !== id).map(([place, id]) => `row ${place}: id ${id}, not ${ids[place]}`)
-}
-
 /** Title, author, and the texts marked in each, of every book row in the DOM, in order. */
 function markedRows (page: Page): Promise<Array<{ title: string, author: string, marked: [string[], string[]] }>> {
   return bookRows(page).evaluateAll((rows) => rows.map((row) => {
@@ -122,32 +111,6 @@ function markedRows (page: Page): Promise<Array<{ title: string, author: string,
 const titlesShown = async (page: Page, expected: string[]) =>
   (await settle(() => markedRows(page), (rows) => rows.map(({ title }) => title).join('\n') === expected.join('\n'), 15_000))
     .map(({ title }) => title)
-
-/** Whether rows are still being read (placeholder rows in the DOM). */
-const reading = (page: Page) => booksTable(page).locator('tr.placeholder').count().then((n) => n > 0)
-
-async function scrollTo (page: Page, where: 'top' | 'bottom' | number): Promise<void> {
-  await page.getByRole('region', { name: 'Book list' }).evaluate((element, where) => {
-    element.scrollTop = where === 'top' ? 0 : where === 'bottom' ? element.scrollHeight : where
-  }, where)
-  // The rows in sight drawn, and read when they were not
-  await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0))))
-  await settle(() => reading(page), (busy) => !busy, 15_000)
-}
-
-/** Scrolls to the bottom again and again until the end of the list: the rows out of place on the way. */
-async function scrollToEnd (page: Page, ids: number[]): Promise<{ wrong: string[], scrolls: number }> {
-  const wrong: string[] = []
-  const region = page.getByRole('region', { name: 'Book list' })
-  for (let scrolls = 1; scrolls <= 100; scrolls++) {
-    const before = await region.evaluate((element) => element.scrollTop)
-    await scrollTo(page, 'bottom')
-    wrong.push(...await misplaced(page, ids))
-    const after = await region.evaluate((element) => [element.scrollTop, element.scrollHeight - element.clientHeight])
-    if (after[0] === before && after[0]! >= after[1]! - 1 && !(await reading(page))) return { wrong, scrolls }
-  }
-  return { wrong: [...wrong, 'the end was not reached'], scrolls: 100 }
-}
 
 const heading = (page: Page, name: string): Locator => booksTable(page).getByRole('columnheader', { name: new RegExp(`^${name}\\b`) })
 

@@ -355,3 +355,44 @@ export function recordListings (page: Page): Listing[] {
   })
   return listings
 }
+
+/** Whether rows are still being read (placeholder rows in the DOM). */
+export const reading = (page: Page) => booksTable(page).locator('tr.placeholder').count().then((n) => n > 0)
+
+/** Scrolls the list to its top, its bottom or a pixel offset, then waits until the rows in sight are drawn and read. */
+export async function scrollTo (page: Page, where: 'top' | 'bottom' | number): Promise<void> {
+  await page.getByRole('region', { name: 'Book list' }).evaluate((element, where) => {
+    element.scrollTop = where === 'top' ? 0 : where === 'bottom' ? element.scrollHeight : where
+  }, where)
+  // The rows in sight drawn, and read when they were not
+  await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0))))
+  await settle(() => reading(page), (busy) => !busy, 15_000)
+}
+
+/** Each book row in the DOM as [its place in the list from 0 (aria-rowindex less the heading), its id]. */
+export function placedRows (page: Page): Promise<Array<[number, number]>> {
+  return bookRows(page).evaluateAll((rows) => rows.map((row) =>
+    [Number(row.getAttribute('aria-rowindex')) - 2, Number(row.children[0]?.textContent)] as [number, number]))
+}
+
+/** The rows in the DOM that are not in the place `ids` gives them. */
+export async function misplaced (page: Page, ids: number[]): Promise<string[]> {
+  return (await placedRows(page)).filter(([place, id]) => ids[place] !== id).map(([place, id]) => `row ${place}: id ${id}, not ${ids[place]}`)
+}
+
+/**
+ * Scrolls down to the end of the list, a screenful at a time when `everyRow`, else to the bottom
+ * again and again; the rows out of place on the way, and how many scrolls it took.
+ */
+export async function scrollToEnd (page: Page, ids: number[], { everyRow = false } = {}): Promise<{ wrong: string[], scrolls: number }> {
+  const wrong: string[] = []
+  const region = page.getByRole('region', { name: 'Book list' })
+  for (let scrolls = 1; scrolls <= 400; scrolls++) {
+    const before = await region.evaluate((element) => element.scrollTop)
+    await scrollTo(page, everyRow ? before + (await region.evaluate((element) => element.clientHeight)) - 60 : 'bottom')
+    wrong.push(...await misplaced(page, ids))
+    const after = await region.evaluate((element) => [element.scrollTop, element.scrollHeight - element.clientHeight])
+    if (after[0] === before && after[0]! >= after[1]! - 1 && !(await reading(page))) return { wrong, scrolls }
+  }
+  return { wrong: [...wrong, 'the end was not reached'], scrolls: 400 }
+}
