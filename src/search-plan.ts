@@ -1,16 +1,21 @@
 /**
- * How a page of a one-word search ordered by relevance reads its books: level by level of the
- * rank, each level's books in id order (plugins/app/listings-repository.ts, walkPageQuery). A
- * word's books all rank alike but for how they hold it (as written, as a prefix, through a typo)
- * and where (title or author): six levels at most, each the books of one rank, so a page needs
- * no rank of the books below it, and a common word's first page reads a few dozen books, not the
- * millions that hold it. Each level is read the cheaper of two ways, by the planner's statistics
- * of the words (`WordFrequencies`): the books in id order, until the page is full (`walk`: quick
- * where the level is dense), or the books that hold the level's word, through its index, sorted
- * (quick where they are few).
+ * How a page of a search ordered by relevance reads its books when it can go level by level of
+ * the rank, each level's books in id order (plugins/app/listings-repository.ts, walkPageQuery),
+ * so a page needs no rank of the books below it, and a common word's first page reads a few
+ * dozen books, not the millions that hold it.
+ *
+ * A one-word search: a word's books all rank alike but for how they hold it (as written, as a
+ * prefix, through a typo) and where (title or author), six levels at most. Each is read the
+ * cheaper of two ways, by the planner's statistics of the words (`WordFrequencies`): the books in
+ * id order, until the page is full (`walk`: quick where the level is dense), or the books that
+ * hold the level's word, through its index, in id order (quick where they are few).
+ *
+ * A search for one phrase: in the title, then in the author alone, two levels, each read through
+ * the indexes of the phrase's words (how many books hold the words next to each other, no
+ * statistics say).
  */
 import { rankOf } from './db/search-sql.js'
-import type { SearchTerm } from './search.js'
+import type { Search, SearchPhrase, SearchTerm } from './search.js'
 
 /** The fraction of books whose title (`title`) or author (`author`) holds each common word, of `books` counted. */
 export interface WordFrequencies {
@@ -23,20 +28,31 @@ type SearchField = 'title' | 'author'
 /** Which of a term's queries (src/search.ts, SearchTerm). */
 type TermForm = 'exact' | 'exactOrPrefix' | 'forms'
 
-/** That a book's `field` holds the term in `form`: a condition an index reads. */
-interface Holds {
+/**
+ * That a book's `field` holds `query` (a `tsquery` of the search): a condition an index reads.
+ * Then its words include one of `words` (as written, or as a prefix), which its text, folded,
+ * contains.
+ */
+export interface Holds {
   field: SearchField
-  form: TermForm
+  query: string
+  words: string[]
 }
 
 /**
- * A level: the books of rank `rank`, which all hold the term as one of `holds` says, read in id
- * order with that checked on each (`walk`), or through the indexes that read it.
+ * A level: the books of rank `rank`, which all hold what one of `holds` says, read in id order
+ * with that checked on each (`walk`), or through the indexes that read it.
  */
 export interface SearchLevel {
   rank: number
   holds: Holds[]
   walk: boolean
+}
+
+/** That a book's `field` holds a term in `form`. */
+interface HeldAs {
+  field: SearchField
+  form: TermForm
 }
 
 /**
@@ -61,18 +77,40 @@ function share (frequencies: WordFrequencies, field: SearchField, term: SearchTe
 }
 
 /**
- * The levels of a one-word search, best first, each with how it is read for a page of `limit`
- * books. The parts of a rank (src/db/search-sql.ts, searchRank) for one word: held as written,
- * held without a typo, held in the title; the proximity of words counts nothing.
+ * The levels of a search by relevance, best first, each with how it is read for a page of
+ * `limit` books; null where it has none (more than one word or phrase), or, for a word, no
+ * statistics say how to read them: then every match is ranked.
  */
-export function searchLevels (term: SearchTerm, frequencies: WordFrequencies, limit: number): SearchLevel[] {
+export function searchLevels (search: Search, frequencies: WordFrequencies | null, limit: number): SearchLevel[] | null {
+  if (search.terms.length === 0 && search.phrases.length === 1) return phraseLevels(search.phrases[0]!)
+  if (search.terms.length !== 1 || search.phrases.length > 0 || frequencies === null) return null
+  return wordLevels(search.terms[0]!, frequencies, limit)
+}
+
+/**
+ * The levels of a search for one phrase (the part of a rank that counts the phrases in the title;
+ * the others count nothing): the books of its words, each checked for the phrase in id order.
+ */
+function phraseLevels (phrase: SearchPhrase): SearchLevel[] {
+  return [
+    { rank: rankOf([0, 0, 1, 0]), holds: [{ field: 'title', query: phrase.everyWord, words: phrase.lexemes }], walk: false },
+    { rank: rankOf([0, 0, 0, 0]), holds: [{ field: 'author', query: phrase.everyWord, words: phrase.lexemes }], walk: false }
+  ]
+}
+
+/**
+ * The levels of a one-word search. The parts of a rank (src/db/search-sql.ts, searchRank) for
+ * one word: held as written, held without a typo, held in the title; the proximity of words
+ * counts nothing.
+ */
+function wordLevels (term: SearchTerm, frequencies: WordFrequencies, limit: number): SearchLevel[] {
   const books = Math.max(frequencies.books, 1)
   const estimate = (field: SearchField, form: TermForm) => share(frequencies, field, term, form)
-  const holds = (field: SearchField, form: TermForm): Holds => ({ field, form })
+  const holds = (field: SearchField, form: TermForm): HeldAs => ({ field, form })
   const inEither = (form: TermForm) => [holds('title', form), holds('author', form)]
   // [as written, without a typo, in the title]; what every book of the level holds, one way or
   // another (the first: in one field, the cheapest to check on each book walked); the level's share
-  const levels: Array<[[number, number, number], Holds[][], number]> = [
+  const levels: Array<[[number, number, number], HeldAs[][], number]> = [
     [[1, 1, 1], [[holds('title', 'forms')], inEither('exact')], estimate('title', 'exact')],
     [[1, 1, 0], [[holds('author', 'exact')]], estimate('author', 'exact')]
   ]
@@ -91,6 +129,11 @@ export function searchLevels (term: SearchTerm, frequencies: WordFrequencies, li
     const held = ways.map((way) => ({ way, books: way.reduce((sum, { field, form }) => sum + estimate(field, form), 0) * books }))
     const fewest = held.reduce((best, each) => each.books < best.books ? each : best)
     const walk = walked * WALKED_BOOK_US < fewest.books * INDEXED_BOOK_US
-    return { rank: rankOf([exact, withoutTypo, inTitle, 0]), holds: walk ? ways[0]! : fewest.way, walk }
+    const way = walk ? ways[0]! : fewest.way
+    return {
+      rank: rankOf([exact, withoutTypo, inTitle, 0]),
+      holds: way.map(({ field, form }) => ({ field, query: term[form], words: form === 'forms' ? [term.lexeme, ...term.typoWords] : [term.lexeme] })),
+      walk
+    }
   })
 }

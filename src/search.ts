@@ -33,6 +33,16 @@ export interface SearchTerm {
 }
 
 /**
+ * A phrase of `q` to find: its words (`lexemes`) next to each other in that order (`query`), and
+ * the words anywhere (`everyWord`), which an index reads without checking each book it finds.
+ */
+export interface SearchPhrase {
+  lexemes: string[]
+  query: string
+  everyWord: string
+}
+
+/**
  * The queries of a search: its words (`terms`, in the order typed), its phrases, and the words
  * and phrases it excludes, each a `tsquery`; `pairs`, for each two neighbouring terms, the query
  * of the two next to each other in that order (`adjacent`) and within three words of each other
@@ -40,7 +50,7 @@ export interface SearchTerm {
  */
 export interface Search {
   terms: SearchTerm[]
-  phrases: string[]
+  phrases: SearchPhrase[]
   excluded: string[]
   pairs: Array<{ adjacent: string, near: string }>
 }
@@ -66,8 +76,10 @@ export function searchOf (pieces: readonly SearchPiece[], words: ReadonlyArray<r
     const pieceWords = words[i] ?? []
     if (pieceWords.length === 0) return
     if (piece.phrase || piece.excluded) {
-      const phrase = pieceWords.map(({ lexeme }) => operand(lexeme)).join(' <-> ')
-      ;(piece.excluded ? search.excluded : search.phrases).push(phrase)
+      const lexemes = pieceWords.map(({ lexeme }) => lexeme)
+      const query = lexemes.map((lexeme) => operand(lexeme)).join(' <-> ')
+      if (piece.excluded) search.excluded.push(query)
+      else search.phrases.push({ lexemes, query, everyWord: lexemes.map((lexeme) => operand(lexeme)).join(' & ') })
       return
     }
     // The word a piece ends with, and a compound ending with it (`rock-n-ro`), match as prefixes

@@ -70,16 +70,10 @@ function createSearchWords (pg: PostgresDb, dialect: SqlDialect) {
     return { title: of('books_title_words'), author: of('books_author_words'), books: rows[0]!.books }
   }
 
-  /** The levels of a one-word search, where statistics say how to read them. */
-  function levelsOf (search: Search, frequencies: WordFrequencies | null, limit: number): SearchLevel[] | null {
-    if (search.terms.length !== 1 || search.phrases.length > 0 || frequencies === null) return null
-    return searchLevels(search.terms[0]!, frequencies, limit)
-  }
-
   return {
     searchFor,
     /** How a page of `limit` books of a search by relevance reads its levels; null: it ranks every match. */
-    levelsOf: async (search: Search, limit: number) => levelsOf(search, await wordFrequencies(), limit)
+    levelsOf: async (search: Search, limit: number): Promise<SearchLevel[] | null> => searchLevels(search, await wordFrequencies(), limit)
   }
 }
 

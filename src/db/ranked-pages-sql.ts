@@ -1,7 +1,7 @@
 /**
  * The books of a page of a search ordered by relevance (`q` without `sort`), for the page query
  * of plugins/app/listings-repository.ts (`walkPageQuery`): read level by level of the rank (a
- * one-word search, src/search-plan.ts), or every match ranked. Their columns are named
+ * search for one word or one phrase, src/search-plan.ts), or every match ranked. Their columns are named
  * `book_<column>` beside `book_rank`; the page names them again.
  */
 import { BOOK_COLUMNS } from './books-sql.js'
@@ -9,36 +9,53 @@ import { walkFilters } from './listings-sql.js'
 import { BOOK_WORDS, FIELD_WORDS, rankOf, searchFilters, searchRank } from './search-sql.js'
 import type { Position, Walk } from '../listing.js'
 import type { Search } from '../search.js'
-import type { SearchLevel } from '../search-plan.js'
+import type { Holds, SearchLevel } from '../search-plan.js'
 
 type Parameter = (value: unknown, type: string) => string
 
 /** A book's columns under names of their own, beside its rank: a ranked page names them again. */
 const RANKED_COLUMNS = BOOK_COLUMNS.split(', ').map((column) => `books.${column} AS book_${column}`).join(', ')
 
+/** `text` as a `LIKE` pattern that matches it anywhere in a text. */
+const containing = (text: string) => `%${text.replace(/[\\%_]/g, '\\$&')}%`
+
 /**
- * The parts of a page of a one-word search that read its `levels` (src/search-plan.ts), in
- * order, from the level of `position` on: up to `$1` books of a level, with the rank of the
- * level, in id order, after `position`'s id in its own level. Walked: the books in id order, the
- * level's word checked on each (`IS TRUE` is no condition that an index reads, so the primary key
- * is read in order, and no further than the page needs). Through the index: the books that hold
- * the level's word, then sorted (`OFFSET 0` keeps the planner from reading them in id order).
+ * Whether a book may hold what one of `holds` says, checked on its text, far more cheaply than
+ * its words are computed: its field's text contains one of the words, ignoring case, or holds a
+ * character beyond ASCII. The words of a text of ASCII alone are pieces of it but for their
+ * case: `search_fold` changes no ASCII character but its case (`unaccent` has no rule for one).
+ */
+function mayHold (holds: readonly Holds[], parameter: Parameter): string {
+  return `(${holds.map(({ field, words }) =>
+    `${field} ILIKE ANY (${parameter(words.map(containing), 'text[]')}) OR octet_length(${field}) <> char_length(${field})`).join(' OR ')})`
+}
+
+/**
+ * The parts of a page of a search that read its `levels` (src/search-plan.ts), in order, from
+ * the level of `position` on: up to `$1` books of a level, with the rank of the level, in id
+ * order, after `position`'s id in its own level. Walked: the books in id order, what the level
+ * holds checked on each whose text may hold it (`IS TRUE` is no condition that an index reads,
+ * so the primary key is read in order, and no further than the page needs). Through the index:
+ * the books that hold what the level holds, sorted by id (materialized, so that the planner
+ * does not read them in id order instead), then each checked in that order until the page is
+ * full: the words of a book (for its rank, and a phrase) are computed only for the books the
+ * page reads.
  */
 function levelPages (
   walk: Walk, search: Search, levels: readonly SearchLevel[], position: Position | null, unmoved: string[],
   parameter: Parameter
 ): string[] {
-  const term = search.terms[0]!
   const rank = searchRank(search, parameter)
-  const others = [...walkFilters(walk, null, parameter), ...searchFilters(search, parameter, { excludedOnly: true }), ...unmoved]
+  const checked = [
+    ...searchFilters(search, parameter, { joined: true }), ...walkFilters(walk, null, parameter), ...unmoved
+  ]
   return levels.filter((level) => position === null || level.rank <= Number(position.key)).map((level) => {
-    const holds = `(${level.holds.map(({ field, form }) => `${FIELD_WORDS[field]} @@ ${parameter(term[form], 'tsquery')}`).join(' OR ')})`
+    const holds = `(${level.holds.map(({ field, query }) => `${FIELD_WORDS[field]} @@ ${parameter(query, 'tsquery')}`).join(' OR ')})`
     const after = position !== null && level.rank === Number(position.key) ? [`books.id > ${parameter(position.id, 'int8')}`] : []
-    const conditions = [level.walk ? `(${holds}) IS TRUE` : holds, ...others, ...after, `${rank} = ${level.rank}`].join(' AND ')
-    const select = `SELECT ${RANKED_COLUMNS}, ${level.rank}::int8 AS book_rank FROM books ${BOOK_WORDS} WHERE ${conditions}`
-    return level.walk
-      ? `(${select} ORDER BY books.id LIMIT $1)`
-      : `(SELECT * FROM (${select} OFFSET 0) level ORDER BY book_id LIMIT $1)`
+    const ofLevel = [...checked, `${rank} = ${level.rank}`].join(' AND ')
+    const select = `SELECT ${RANKED_COLUMNS}, ${level.rank}::int8 AS book_rank FROM books ${BOOK_WORDS} WHERE`
+    if (level.walk) return `(${select} ${[`${mayHold(level.holds, parameter)} AND ${holds} IS TRUE`, ...after].join(' AND ')} AND ${ofLevel} ORDER BY books.id LIMIT $1)`
+    return `(WITH books AS MATERIALIZED (SELECT * FROM books WHERE ${[holds, ...after].join(' AND ')} ORDER BY id) ${select} ${ofLevel} LIMIT $1)`
   })
 }
 
@@ -71,8 +88,8 @@ function rankedPage (walk: Walk, search: Search, position: Position | null, unmo
 }
 
 /**
- * The books of a page of a search by relevance after `position`: through `levels` where a
- * one-word search has them, else every match ranked. `unmoved`: the conditions that leave out the
+ * The books of a page of a search by relevance after `position`: through `levels` where the
+ * search has them, else every match ranked. `unmoved`: the conditions that leave out the
  * books changed since the walk began.
  */
 export function rankedBooks (

@@ -105,7 +105,7 @@ export function searchFilters (
   const query = queries(parameter)
   const inBook = (text: string) => inEitherField(query(text), joined)
   return [
-    ...(excludedOnly ? [] : [...search.terms.map(({ forms, exact }) => inBook(asWritten ? exact : forms)), ...search.phrases.map(inBook)]),
+    ...(excludedOnly ? [] : [...search.terms.map(({ forms, exact }) => inBook(asWritten ? exact : forms)), ...search.phrases.map(({ query }) => inBook(query))]),
     ...(positiveOnly ? [] : search.excluded.map((text) => `NOT ${inBook(text)}`))
   ]
 }
@@ -131,7 +131,7 @@ export function searchRank (search: Search, parameter: (value: unknown, type: st
   const parts = [
     count(search.terms.map(({ exact }) => inBook(exact))),
     count(search.terms.map(({ exactOrPrefix }) => inBook(exactOrPrefix))),
-    count([...search.terms.map(({ forms }) => forms), ...search.phrases].map((text) => `words.title_words @@ ${query(text)}`)),
+    count([...search.terms.map(({ forms }) => forms), ...search.phrases.map(({ query }) => query)].map((text) => `words.title_words @@ ${query(text)}`)),
     search.pairs.length === 0
       ? '0'
       : search.pairs.map(({ adjacent, near }) => `CASE WHEN ${inBook(adjacent)} THEN 2 WHEN ${inBook(near)} THEN 1 ELSE 0 END`).join(' + ')

@@ -200,6 +200,7 @@ t.test('the order: exact words, then words without a typo, then the title, then 
     ['Gartens of the North', 'Someone'], // `garten` as a prefix only
     ['Notes', 'Ann Garten'], // exact, in the author alone
     ['Garten again', 'Someone'],
+    ['Almanac', 'City Lights Press'], // the phrase in the author alone, before those in the title
     ['Winter city lights', 'Author One'],
     ['City lights in winter', 'Author Two'],
     ['Lights of the city', 'Author Three'],
@@ -220,10 +221,25 @@ t.test('the order: exact words, then words without a typo, then the title, then 
       'not a prefix: as written, then through typos')
     const { books: paged } = await walk('garten', 1)
     t.strictSame(paged.map((book) => book.title), await titles('garten'), 'a page at a time, the same order')
-    t.strictSame(await titles('city lights'), ['Winter city lights', 'City lights in winter', 'Lights of the city', 'City of winter'],
+    t.strictSame(await titles('city lights'), ['Winter city lights', 'City lights in winter', 'Lights of the city', 'City of winter', 'Almanac'],
       'both in the title next to each other in order (ties by id), then within three words, then one in the title')
+    const { books: phrased } = await walk('"city lights"', 1)
+    t.strictSame(phrased.map((book) => book.title), ['Winter city lights', 'City lights in winter', 'Almanac'],
+      'a phrase in the title above one in the author alone, a page at a time')
     t.strictSame(await titles('alpha gamma '), ['Alpha beta', 'Beta'], 'one word in the title above both next to each other in the author')
     t.strictSame(await titles('alpha beta '), ['Alpha beta', 'Beta'], 'both in the title above one')
+  })
+})
+
+t.test('a word is found however the text writes it, where the books are walked in id order', async (t) => {
+  const dbUrl = await createDatabase(t)
+  const app = await build(t, dbUrl)
+  const token = await getToken(app)
+  // `the` in most titles: its level is walked (src/search-plan.ts), each text checked first
+  await create(app, token, [['The night', 'A'], ['THE DAY', 'B'], ['Other words', 'C'], ['Thé ivory', 'D'], ['the end', 'E'], ['The sea', 'F']])
+  await eitherPlan(t, dbUrl, async (t, app) => {
+    const { titles } = searcher(app, token)
+    t.strictSame(await titles('the '), ['The night', 'THE DAY', 'Thé ivory', 'the end', 'The sea'], 'in any case, with an accent, and not within a word')
   })
 })
 

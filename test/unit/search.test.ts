@@ -52,7 +52,8 @@ t.test('the queries of a search', async (t) => {
   t.equal(search.pairs[1]!.near, "('o') <2> ('brien') | ('o') <3> ('brien') | ('brien') <-> ('o') | ('brien') <2> ('o') | ('brien') <3> ('o')")
 
   const quoted = searchOf(searchPieces('"it\'s a\\b" -x'), [[word('it', [], 0), word('s', [], 0), word("a\\b'", [], 0)], [word('x', [], 0)]])!
-  t.strictSame(quoted.phrases, ["'it' <-> 's' <-> 'a\\\\b'''"], 'a phrase, its quotes doubled and backslashes escaped')
+  t.strictSame(quoted.phrases, [{ lexemes: ['it', 's', "a\\b'"], query: "'it' <-> 's' <-> 'a\\\\b'''", everyWord: "'it' & 's' & 'a\\\\b'''" }],
+    'a phrase, its quotes doubled and backslashes escaped')
   t.strictSame(quoted.excluded, ["'x'"])
 
   const compound = searchOf(searchPieces('rock-n-ro'), [[word('rock-n-ro', [], 0), word('rock', [], 0), word('n', [], 0), word('ro', [], 0)]])!
@@ -69,10 +70,12 @@ t.test('the levels of a one-word search, each walked where dense and read throug
     author: new Map([['the', 0.0001], ['tolkien', 0.002]]),
     books: 10_000_000
   }
+  // Each query names its form
   const term = (lexeme: string, prefix: boolean, typoWords: string[] = []) =>
-    ({ lexeme, prefix, typoWords, forms: '', exact: '', exactOrPrefix: '' })
-  const levels = (lexeme: string, prefix: boolean, typoWords: string[] = []) => searchLevels(term(lexeme, prefix, typoWords), frequencies, 20)
-  const read = (list: ReturnType<typeof levels>) => list.map(({ holds, walk }) => [holds.map(({ field, form }) => `${field} ${form}`).join(' or '), walk])
+    ({ lexeme, prefix, typoWords, forms: 'forms', exact: 'exact', exactOrPrefix: 'exactOrPrefix' })
+  const levels = (lexeme: string, prefix: boolean, typoWords: string[] = []) =>
+    searchLevels({ terms: [term(lexeme, prefix, typoWords)], phrases: [], excluded: [], pairs: [] }, frequencies, 20)!
+  const read = (list: ReturnType<typeof levels>) => list.map(({ holds, walk }) => [holds.map(({ field, query }) => `${field} ${query}`).join(' or '), walk])
   const the = levels('the', true)
   t.strictSame(read(the), [
     ['title forms', true], // a quarter of the books: a page within a hundred walked
@@ -89,6 +92,19 @@ t.test('the levels of a one-word search, each walked where dense and read throug
     ['title exact or author exact', false], ['author exact', false], ['title forms', true], ['author exactOrPrefix', false]
   ], 'a prefix that no book holds as a word: the books that hold it as written, through the indexes, not the quarter that hold it as a prefix')
   t.equal(tolkein.at(-1)!.rank, 0, 'through a typo in the author alone: the lowest rank')
+  t.equal(searchLevels({ terms: [term('the', true)], phrases: [], excluded: [], pairs: [] }, null, 20), null, 'no statistics: every match ranked')
+  t.equal(searchLevels({ terms: [term('war', false), term('peace', true)], phrases: [], excluded: [], pairs: [] }, frequencies, 20), null,
+    'two words: every match ranked')
+})
+
+t.test('the levels of a search for one phrase: in the title, then in the author alone, each through the indexes of its words', async (t) => {
+  const phrase = { lexemes: ['the', 'night'], query: "'the' <-> 'night'", everyWord: "'the' & 'night'" }
+  const expected = [
+    { rank: 256, holds: [{ field: 'title', query: "'the' & 'night'", words: ['the', 'night'] }], walk: false },
+    { rank: 0, holds: [{ field: 'author', query: "'the' & 'night'", words: ['the', 'night'] }], walk: false }
+  ]
+  t.strictSame(searchLevels({ terms: [], phrases: [phrase], excluded: ["'day'"], pairs: [] }, null, 20), expected, 'with an exclusion, and no statistics')
+  t.equal(searchLevels({ terms: [], phrases: [phrase, phrase], excluded: [], pairs: [] }, null, 20), null, 'two phrases: every match ranked')
 })
 
 t.test('a cursor of a walk without a search is the one made before searches existed', async (t) => {
