@@ -7,9 +7,20 @@
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, call, errorEnvelope, getToken } from '../helper.js'
-import { createDatabase, pgClient } from '../helpers/database.js'
+import { createDatabase, ON_CITUS, pgClient } from '../helpers/database.js'
 
 interface Book { id: number, title: string, author: string, year: number }
+
+/**
+ * On Citus, which runs no trigger on a distributed table, what an operator runs after writing
+ * books with SQL of their own (docs/deployment.md, Citus): their words into the known ones.
+ * Nothing elsewhere, where the triggers add them.
+ */
+const LEARN_WORDS_BY_HAND = ON_CITUS
+  ? `INSERT INTO search_words (word)
+     SELECT word FROM books, search_words_to_know(books.title, books.author) AS word
+     EXCEPT SELECT word FROM search_words`
+  : null
 
 /** The path of a `Link: <path>; rel="next"`, or null without one. */
 function nextPath (link: string | string[] | undefined): string | null {
@@ -324,8 +335,10 @@ t.test('a book is found however it was written, as soon as it is committed', asy
 
   await db.query("INSERT INTO books (title, author, year) VALUES ('Operator restored', 'Xylophonist', 1900)")
   t.strictSame(await titles('xylophonist '), ['Operator restored'], 'SQL of an operator')
+  if (LEARN_WORDS_BY_HAND !== null) await db.query(LEARN_WORDS_BY_HAND)
   t.strictSame(await titles('xylophnoist '), ['Operator restored'], 'through a typo too')
   await db.query("UPDATE books SET author = 'Zitherist' WHERE title = 'Operator restored'")
+  if (LEARN_WORDS_BY_HAND !== null) await db.query(LEARN_WORDS_BY_HAND)
   t.strictSame(await titles('zitherits '), ['Operator restored'], 'an update by SQL')
 })
 
@@ -334,7 +347,9 @@ t.test('with the SQL for Citus, which runs no trigger, the service\'s writes add
   const app = await build(t, dbUrl, { DB_DIALECT: 'citus' })
   const token = await getToken(app)
   const db = await pgClient(t, dbUrl)
-  await db.query('DROP TRIGGER IF EXISTS books_search_words_created ON books; DROP TRIGGER IF EXISTS books_search_words_updated ON books')
+  // On PostgreSQL, with the triggers gone, only the statements add words. On a Citus cluster
+  // there are none, and Citus refuses even DROP TRIGGER IF EXISTS on a distributed table
+  if (!ON_CITUS) await db.query('DROP TRIGGER IF EXISTS books_search_words_created ON books; DROP TRIGGER IF EXISTS books_search_words_updated ON books')
   const { titles } = searcher(app, token)
   const [book] = await create(app, token, [['Placeholder', 'Nobody']])
   await create(app, token, [['Marvellous', 'Created Author']])

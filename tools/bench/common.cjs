@@ -28,6 +28,11 @@ async function connect (url = ADMIN_URL) {
   return client
 }
 
+/** The workers of a Citus coordinator at `url` (tools/topology/citus.ts); none on PostgreSQL. */
+function citusWorkers (url = ADMIN_URL) {
+  return require('../dist/tools/topology/citus.js').citusWorkers(url)
+}
+
 /** `fn(client)` on a connection of its own, closed afterwards. */
 async function admin (fn, url = ADMIN_URL) {
   const client = await connect(url)
@@ -95,19 +100,34 @@ async function keptDatabase (name, books, { seed, values, reseed = false, create
     if (count >= books) return { name, url, seeded: null }
   }
   if (!create) throw new Error(`database ${name} is missing or holds fewer than ${books} books: make it with ${how}`)
+  // At a Citus coordinator (docs/development.md, Citus) the database is spread over its workers
+  // (tools/topology/citus.ts, as built by npm run build:tools), on the workers made anew too
+  const workers = await citusWorkers(ADMIN_URL)
   await admin(async (client) => {
     await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
     await client.query(`CREATE DATABASE ${name}`)
   })
+  if (workers.length > 0) {
+    const { onNode, spreadOverCitus } = require('../dist/tools/topology/citus.js')
+    for (const { host, port } of workers) await admin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`), onNode(ADMIN_URL, host, port, 'postgres'))
+    await spreadOverCitus(ADMIN_URL, name, workers)
+  }
   const started = performance.now()
   await admin(async (client) => {
     await client.query(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
       applied_at timestamptz NOT NULL DEFAULT now())`)
-    const { migrations: steps, statementsOf } = await migrations()
+    const { migrations: steps, statementsOf, distribution } = await migrations()
     const firstAlone = steps.find(({ alone }) => alone).version
     for (const step of steps.filter(({ version }) => version < firstAlone)) {
       for (const statement of statementsOf(step)) await client.query(statement)
       await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [step.version, step.name])
+    }
+    // On Citus the tables are distributed before the books go in, as the service's migration
+    // distributes them in the transaction of each of those steps (src/db/migrate.ts)
+    if (workers.length > 0) {
+      await client.query(`SELECT create_distributed_table(t.name, t.column_name)
+        FROM unnest($1::text[], $2::text[]) AS t(name, column_name) WHERE to_regclass(t.name) IS NOT NULL`,
+      [distribution.map((d) => d.table), distribution.map((d) => d.column)])
     }
     await client.query(seed, values)
     await client.query('VACUUM ANALYZE books')
@@ -395,6 +415,7 @@ module.exports = {
   PASSWORD,
   connect,
   admin,
+  citusWorkers,
   databaseUrl,
   keptDatabase,
   writeDuring,

@@ -34,7 +34,9 @@
  *    with the search's indexes and triggers, without them (dropped), and with them again (made
  *    again), all in the same run: the two runs with them show how far a figure varies.
  *
- * Environment: TEST_DB_URL (the server, default postgres://postgres@127.0.0.1:5432/postgres),
+ * Environment: TEST_DB_URL (the server, default postgres://postgres@127.0.0.1:5432/postgres; a Citus
+ * coordinator, docs/development.md, Citus: the databases are spread over its workers, and the CPU
+ * of PostgreSQL is that of the coordinator and the workers together),
  * BENCH_SEARCH_BOOKS, BENCH_SEARCH_RESEED, BENCH_SEARCH_REQUESTS, BENCH_SEARCH_CAP_SECONDS,
  * BENCH_SEARCH_SECONDS, BENCH_SEARCH_CREATES, BENCH_SEARCH_CREATE_BOOKS.
  */
@@ -46,7 +48,7 @@ const path = require('node:path')
 const { setTimeout: sleep } = require('node:timers/promises')
 const autocannon = require('autocannon')
 const {
-  ROOT, admin, connect, cpuSeconds, freePort, issueToken, keptDatabase, markdownTable,
+  ADMIN_URL, ROOT, admin, citusWorkers, connect, cpuSeconds, freePort, issueToken, keptDatabase, markdownTable,
   migrations, positive, postgresCpuSeconds, postmasterPid, runBenchmark, serviceCommand, stopChild, writeDuring
 } = require('./common.cjs')
 const { startReference } = require('./load.cjs')
@@ -313,13 +315,18 @@ const statusText = (counts) => Object.entries(counts).map(([status, count]) => `
  * CPU seconds so far: of each process in `pids`, of the backends of the database `dbName` (read
  * by pid from pg_stat_activity: one that exits meanwhile is missed, which a pool's do not), and
  * of the whole PostgreSQL server (every backend and helper, of every database: other work on
- * the same server counts too).
+ * the same server counts too). On Citus, of the coordinator and each worker (`servers`, one
+ * each), summed.
  */
-function cpuMeter (monitor, postmaster, dbName) {
+function cpuMeter (servers, dbName) {
   const read = async (pids) => {
-    const { rows } = await monitor.query('SELECT pid FROM pg_stat_activity WHERE datname = $1', [dbName])
-    const backends = new Map(rows.map(({ pid }) => [pid, cpuSeconds(pid) ?? 0]))
-    return { pids: pids.map((pid) => cpuSeconds(pid) ?? 0), backends, server: postmaster === null ? NaN : postgresCpuSeconds(postmaster) }
+    const backends = new Map()
+    for (const { monitor } of servers) {
+      const { rows } = await monitor.query('SELECT pid FROM pg_stat_activity WHERE datname = $1', [dbName])
+      for (const { pid } of rows) backends.set(pid, cpuSeconds(pid) ?? 0)
+    }
+    const server = servers.reduce((sum, { postmaster }) => sum + (postmaster === null ? NaN : postgresCpuSeconds(postmaster)), 0)
+    return { pids: pids.map((pid) => cpuSeconds(pid) ?? 0), backends, server }
   }
   return async (pids, work) => {
     const before = await read(pids)
@@ -513,9 +520,12 @@ async function creates (port, token, count, seed, run) {
  * take new entries into their pending list; a run with them ends by flushing it, as a later
  * insert or vacuum would, so that what it costs is counted.
  */
-async function createCost (bench, logDir, postmaster, monitor) {
+async function createCost (bench, logDir, servers) {
   const { dbUrl } = await bench.createDatabase()
   const dbName = new URL(dbUrl).pathname.slice(1)
+  // On Citus a cluster of its own, as the kept database (common.cjs, keptDatabase)
+  const workers = await citusWorkers()
+  if (workers.length > 0) bench.onCleanup(await require('../dist/tools/topology/citus.js').spreadOverCitus(ADMIN_URL, dbName, workers))
   const service = await startService(bench, dbUrl, path.join(logDir, 'service-creates.log'))
   await service.ready()
   const seeded = performance.now()
@@ -534,7 +544,7 @@ async function createCost (bench, logDir, postmaster, monitor) {
   ]
   if (remake.length !== 3) throw new Error(`expected the two search indexes and the triggers among the migrations, found ${remake.length} statements`)
   const token = await issueToken(service.port)
-  const measure = cpuMeter(monitor, postmaster, dbName)
+  const measure = cpuMeter(servers, dbName)
   const flusher = await connect(dbUrl)
   const rows = []
   const phases = [['with the search index and triggers', true], ['without them', false], ['with them again', true]]
@@ -558,8 +568,10 @@ async function createCost (bench, logDir, postmaster, monitor) {
     console.log(`POST /book ${label}: ${statusText(result.statuses)}, ${result.perSecond.toFixed(0)}/s, ` +
       `service ${row.service.toFixed(0)} µs + PostgreSQL ${row.database.toFixed(0)} µs (whole server ${row.server.toFixed(0)} µs) CPU per create`)
     if (i === 0) {
-      await flusher.query('DROP INDEX books_title_words, books_author_words')
-      for (const trigger of SEARCH_TRIGGERS) await flusher.query(`DROP TRIGGER ${trigger} ON books`)
+      // One at a time: Citus drops no two distributed objects in one command
+      for (const index of ['books_title_words', 'books_author_words']) await flusher.query(`DROP INDEX ${index}`)
+      // None on Citus (src/db/migrations.ts, version 22), which refuses even DROP TRIGGER IF EXISTS on a distributed table
+      if (workers.length === 0) for (const trigger of SEARCH_TRIGGERS) await flusher.query(`DROP TRIGGER ${trigger} ON books`)
     } else if (i === 1) {
       for (const statement of remake) await flusher.query(statement)
     }
@@ -583,11 +595,16 @@ runBenchmark('search', async (bench) => {
   const began = Date.now()
   const { name, url, seeded } = await searchDatabase(BOOKS, process.env.BENCH_SEARCH_RESEED === '1')
   const code = execFileSync('git', ['describe', '--always', '--dirty'], { cwd: ROOT, encoding: 'utf8' }).trim()
+  const workers = await citusWorkers()
+  const citus = workers.length === 0
+    ? ''
+    : `, Citus ${(await admin((client) => client.query("SELECT extversion FROM pg_extension WHERE extname = 'citus'"), url)).rows[0].extversion} over ${workers.length} workers`
   console.log(`bench search, ${new Date().toISOString()}, code ${code} (the service as built in dist/), PostgreSQL ` +
-    `${await admin(async (client) => (await client.query('SHOW server_version')).rows[0].server_version)}`)
+    `${await admin(async (client) => (await client.query('SHOW server_version')).rows[0].server_version)}${citus}`)
   console.log(`${BOOKS.toLocaleString('en-US')} books, database ${name} (kept); ` +
     `${seeded === null ? 'seeded by an earlier run' : `seeded in ${seeded.toFixed(1)} s`}`)
-  const size = await admin(async (client) => (await client.query("SELECT pg_size_pretty(pg_total_relation_size('books')) AS size")).rows[0].size, url)
+  // On Citus the coordinator's `books` is empty: its shards' size
+  const size = await admin(async (client) => (await client.query(`SELECT pg_size_pretty(${workers.length > 0 ? 'citus_total_relation_size' : 'pg_total_relation_size'}('books')) AS size`)).rows[0].size, url)
   console.log(`books ${size} before the migration's indexes`)
 
   // Step 2: the migration on the full table, under writes
@@ -614,17 +631,30 @@ runBenchmark('search', async (bench) => {
   console.log(`known words ${Number(sizes.words).toLocaleString('en-US')} (${sizes.known} with its indexes); ` +
     `index books_title_words ${sizes.title_words}, books_author_words ${sizes.author_words}`)
 
-  const counts = await admin(async (client) => (await client.query(`SELECT words, (SELECT count(*) FROM books
-      WHERE search_words_of(title) @@ words::tsquery OR search_words_of(author) @@ words::tsquery)::int8 AS books
-    FROM unnest($1::text[]) AS words`, [COUNTED])).rows, url)
+  // A statement per word: Citus runs no correlated subquery beside a set returning function
+  const counts = await admin(async (client) => {
+    const rows = []
+    for (const words of COUNTED) {
+      const { rows: [{ books }] } = await client.query(`SELECT count(*)::int8 AS books FROM books
+        WHERE search_words_of(title) @@ $1::tsquery OR search_words_of(author) @@ $1::tsquery`, [words])
+      rows.push({ words, books })
+    }
+    return rows
+  }, url)
   console.log(`books holding: ${counts.map(({ words, books }) => `${words} ${Number(books).toLocaleString('en-US')}`).join(', ')}`)
 
   const reference = await startReference(bench.track, url, SECRET, path.join(bench.tmpDir, 'reference.log'))
   const token = tokens(service.port)
-  const postmaster = await postmasterPid(url)
-  const monitor = await connect()
-  bench.onCleanup(() => monitor.end())
-  const measure = cpuMeter(monitor, postmaster, name)
+  // The coordinator, and on Citus each worker: their backends of this database and whole servers
+  const { onNode } = require('../dist/tools/topology/citus.js')
+  const nodes = [ADMIN_URL, ...(await citusWorkers()).map(({ host, port }) => onNode(ADMIN_URL, host, port, 'postgres'))]
+  const servers = []
+  for (const node of nodes) {
+    const monitor = await connect(node)
+    bench.onCleanup(() => monitor.end())
+    servers.push({ monitor, postmaster: await postmasterPid(node) })
+  }
+  const measure = cpuMeter(servers, name)
 
   // Step 3: each search with one client, and its CPU per page
   console.log('\nfirst pages (one request each):')
@@ -686,7 +716,7 @@ runBenchmark('search', async (bench) => {
     `(${statusText(alone.statuses)}); under the searches p50 ${load.read.p50.toFixed(1)} ms, p99 ${load.read.p99.toFixed(1)} ms (${statusText(load.read.statuses)})`)
 
   // Step 5: creates with and without the search's indexes
-  const createCosts = await createCost(bench, bench.tmpDir, postmaster, monitor)
+  const createCosts = await createCost(bench, bench.tmpDir, servers)
 
   console.log('\n' + markdownTable(['measure', 'value'], [
     ['books', BOOKS.toLocaleString('en-US')],
