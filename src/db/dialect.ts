@@ -47,6 +47,13 @@ export interface SqlDialect {
    * (src/db/books-sql.ts `learned`): on Citus, which runs no trigger on a distributed table.
    */
   readonly learnsWords: boolean
+  /**
+   * Whether a level of a ranked page read through an index keeps the ids of the books it finds,
+   * sorted, and reads each book by its id as the page reaches it (src/db/ranked-pages-sql.ts):
+   * not on Citus, where those reads go to the shards and come back in any order. There the
+   * level keeps the books themselves.
+   */
+  readonly readsHeldBooksById: boolean
 }
 
 export const POSTGRES: SqlDialect = {
@@ -59,7 +66,8 @@ export const POSTGRES: SqlDialect = {
   },
   estimatesMatches: true,
   readsAhead: true,
-  learnsWords: false
+  learnsWords: false,
+  readsHeldBooksById: true
 }
 
 export const CITUS: SqlDialect = {
@@ -69,5 +77,6 @@ export const CITUS: SqlDialect = {
   issuedTransactions: null,
   estimatesMatches: false,
   readsAhead: false,
-  learnsWords: true
+  learnsWords: true,
+  readsHeldBooksById: false
 }

@@ -5,6 +5,7 @@
  * `book_<column>` beside `book_rank`; the page names them again.
  */
 import { BOOK_COLUMNS } from './books-sql.js'
+import type { SqlDialect } from './dialect.js'
 import { walkFilters } from './listings-sql.js'
 import { BOOK_WORDS, FIELD_WORDS, rankOf, searchFilters, searchRank } from './search-sql.js'
 import type { Position, Walk } from '../listing.js'
@@ -36,14 +37,16 @@ function mayHold (holds: readonly Holds[], parameter: Parameter): string {
  * order, after `position`'s id in its own level. Walked: the books in id order, what the level
  * holds checked on each whose text may hold it (`IS TRUE` is no condition that an index reads,
  * so the primary key is read in order, and no further than the page needs). Through the index:
- * the books that hold what the level holds, sorted by id (materialized, so that the planner
- * does not read them in id order instead), then each checked in that order until the page is
- * full: the words of a book (for its rank, and a phrase) are computed only for the books the
- * page reads.
+ * the ids of the books that hold what the level holds, sorted (materialized, so that the planner
+ * does not read the books in id order instead), then each book read by its id and checked, in
+ * that order, until the page is full: the words of a book (for its rank, and a phrase) are
+ * computed only for the books the page reads. Sorting ids rather than books took a third less
+ * CPU for a phrase of common words (16,349 books hold both). Where the dialect cannot read the
+ * books by id in order (`readsHeldBooksById`), the books themselves are sorted.
  */
 function levelPages (
   walk: Walk, search: Search, levels: readonly SearchLevel[], position: Position | null, unmoved: string[],
-  parameter: Parameter
+  dialect: SqlDialect, parameter: Parameter
 ): string[] {
   const rank = searchRank(search, parameter)
   const checked = [
@@ -55,7 +58,10 @@ function levelPages (
     const ofLevel = [...checked, `${rank} = ${level.rank}`].join(' AND ')
     const select = `SELECT ${RANKED_COLUMNS}, ${level.rank}::int8 AS book_rank FROM books ${BOOK_WORDS} WHERE`
     if (level.walk) return `(${select} ${[`${mayHold(level.holds, parameter)} AND ${holds} IS TRUE`, ...after].join(' AND ')} AND ${ofLevel} ORDER BY books.id LIMIT $1)`
-    return `(WITH books AS MATERIALIZED (SELECT * FROM books WHERE ${[holds, ...after].join(' AND ')} ORDER BY id) ${select} ${ofLevel} LIMIT $1)`
+    const held = [holds, ...after].join(' AND ')
+    if (!dialect.readsHeldBooksById) return `(WITH books AS MATERIALIZED (SELECT * FROM books WHERE ${held} ORDER BY id) ${select} ${ofLevel} LIMIT $1)`
+    const byId = 'FROM held CROSS JOIN LATERAL (SELECT * FROM books WHERE books.id = held.id OFFSET 0) books'
+    return `(WITH held AS MATERIALIZED (SELECT id FROM books WHERE ${held} ORDER BY id) ${select.replace('FROM books', byId)} ${ofLevel} LIMIT $1)`
   })
 }
 
@@ -93,10 +99,11 @@ function rankedPage (walk: Walk, search: Search, position: Position | null, unmo
  * books changed since the walk began.
  */
 export function rankedBooks (
-  walk: Walk, search: Search, position: Position | null, unmoved: string[], levels: readonly SearchLevel[] | null, parameter: Parameter
+  walk: Walk, search: Search, position: Position | null, unmoved: string[], levels: readonly SearchLevel[] | null,
+  dialect: SqlDialect, parameter: Parameter
 ): string {
   // A subquery: a page of one level is a parenthesized query with a LIMIT of its own
   return levels === null
     ? rankedPage(walk, search, position, unmoved, parameter)
-    : `SELECT * FROM (${levelPages(walk, search, levels, position, unmoved, parameter).join(' UNION ALL ')}) levels LIMIT $1`
+    : `SELECT * FROM (${levelPages(walk, search, levels, position, unmoved, dialect, parameter).join(' UNION ALL ')}) levels LIMIT $1`
 }

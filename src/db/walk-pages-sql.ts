@@ -76,7 +76,7 @@ export function walkPageQuery (
   }
   let books: string
   if (ranked) {
-    books = rankedBooks(walk, search!, position, unmoved, levels, parameter)
+    books = rankedBooks(walk, search!, position, unmoved, levels, dialect, parameter)
   } else if (position === null) {
     books = matchesFirst
       ? `SELECT * FROM (${select(filters, ' OFFSET 0')}) matches${sortedBy(order)}`
