@@ -37,10 +37,13 @@ export const TYPO_CANDIDATES = `SET LOCAL pg_trgm.strict_word_similarity_thresho
  */
 export const PIECE_WORDS = `SELECT pieces.piece::int4 AS piece, words.lexeme, position::int4 AS position, allowed.typos,
            CASE WHEN allowed.typos = 0 THEN '{}'::text[] ELSE ARRAY(
-             SELECT DISTINCT known.word FROM search_words known
-             WHERE ((allowed.typos = 1 AND words.lexeme <<% known.word) OR (allowed.typos = 2 AND known.word % words.lexeme))
-               AND length(known.word) BETWEEN length(words.lexeme) - allowed.typos AND length(words.lexeme) + allowed.typos
-               AND levenshtein_less_equal(known.word, words.lexeme, 2 * allowed.typos) <= 2 * allowed.typos
+             SELECT candidates.word FROM (
+               SELECT known.word FROM search_words known WHERE allowed.typos = 1 AND words.lexeme <<% known.word
+               UNION
+               SELECT known.word FROM search_words known WHERE allowed.typos = 2 AND known.word % words.lexeme
+             ) candidates
+             WHERE length(candidates.word) BETWEEN length(words.lexeme) - allowed.typos AND length(words.lexeme) + allowed.typos
+               AND levenshtein_less_equal(candidates.word, words.lexeme, 2 * allowed.typos) <= 2 * allowed.typos
            ) END AS near
          FROM unnest($1::text[], $2::bool[]) WITH ORDINALITY AS pieces (text, typos, piece)
          CROSS JOIN LATERAL unnest(search_words_of(pieces.text)) AS words
