@@ -56,9 +56,10 @@ interface HeldAs {
 }
 
 /**
- * Costs, in µs, measured on the benchmark's database (docs/performance.md, Search): a book read in
- * id order whose field's words are computed to be checked; a book read through the index, whose
- * words are computed for its rank.
+ * Weights, in the ratio of their costs on the benchmark's database (docs/performance.md, Search):
+ * a book read in id order and checked; a book read through the index and sorted. A prefix's
+ * share counts only its common words, so the index's weight errs high rather than low: a short
+ * prefix's many rare words would otherwise be read through it.
  */
 const WALKED_BOOK_US = 3
 const INDEXED_BOOK_US = 7
