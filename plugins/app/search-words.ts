@@ -11,7 +11,7 @@ import type { QueryResultRow } from 'pg'
 import fp from 'fastify-plugin'
 import { boundedQueryOn, boundedTransaction } from '../../src/db/bounded-query.js'
 import type { SqlDialect } from '../../src/db/dialect.js'
-import { PIECE_WORDS, TYPO_CANDIDATES, WORD_STATISTICS } from '../../src/db/search-sql.js'
+import { PIECE_WORDS, WORD_STATISTICS, typoCandidates } from '../../src/db/search-sql.js'
 import { TYPO_LENGTHS, searchPieces } from '../../src/schemas/search-syntax.js'
 import { SearchWithoutWords, searchOf, type PieceWord, type Search } from '../../src/search.js'
 import { searchLevels, type SearchLevel, type WordFrequencies } from '../../src/search-plan.js'
@@ -35,7 +35,7 @@ function createSearchWords (pg: PostgresDb, dialect: SqlDialect) {
   async function searchFor (q: string): Promise<Search> {
     const pieces = searchPieces(q)
     const [, { rows }] = await boundedTransaction<[QueryResultRow, PieceWord & { piece: number }]>(pg.pool, [
-      { text: TYPO_CANDIDATES },
+      { text: typoCandidates(pieces.filter(({ phrase, excluded }) => !phrase && !excluded).map(({ text }) => text)) },
       { text: PIECE_WORDS, values: [pieces.map(({ text }) => text), pieces.map(({ phrase, excluded }) => !phrase && !excluded), TYPO_LENGTHS.one, TYPO_LENGTHS.two] }
     ])
     const words = pieces.map((): PieceWord[] => [])

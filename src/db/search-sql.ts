@@ -5,27 +5,29 @@
  * `search_words_of` its title and of its author (src/db/migrations.ts), which the indexes
  * `books_title_words` and `books_author_words` hold.
  */
+import { TYPO_LENGTHS } from '../schemas/search-syntax.js'
 import type { Search } from '../search.js'
 
 /**
- * The lowest trigram similarity at which a known word is a candidate for a typo: for a word that
+ * The lowest trigram similarity at which a known word is a candidate for a typo: for words that
  * may be one typo off, just below 0.2, the least similarity of a word one typo away from one of 5
- * letters (pg_trgm counts in float4); for a word that may be two, 0.1, below the 0.11 of two typos
- * from one of 9. Each candidate is then held to the rule itself, by its distance.
+ * letters (pg_trgm counts in float4); where a word may be two off, 0.1, below the 0.11 of two
+ * typos from one of 9. Each candidate is then held to the rule itself, by its distance.
  */
 const TYPO_CANDIDATE_SIMILARITY = { one: 0.19, two: 0.1 } as const
 
 /**
- * Before `PIECE_WORDS`, in its transaction: a threshold for each of its two trigram operators,
- * `<<%` (strict word similarity) for a word one typo off and `%` (similarity) for one two typos
- * off. Each has a threshold of its own, and a trigram index reads both. The strict word
- * similarity of a word to a known word is their similarity, or more (it is the best over the
- * known word's extents of words, the whole of it among them): no candidate is lost. At 0.19
- * rather than 0.1, the index hands over a sixth of the known words it would (116 for `peace`,
- * not 699 of 60,277).
+ * Before `PIECE_WORDS`, in its transaction, for the texts of the pieces whose words may be typos
+ * off: the threshold of their candidates. 0.1 only where a word may be two typos off: a text of
+ * ASCII alone has no word longer than its runs without a space (folding changes no ASCII character
+ * but its case), so one without a run of `TYPO_LENGTHS.two` has none; any other may. At 0.19 the
+ * index hands over a sixth of the known words it would at 0.1 (116 for `peace`, not 699 of 60,277).
  */
-export const TYPO_CANDIDATES = `SET LOCAL pg_trgm.strict_word_similarity_threshold = ${TYPO_CANDIDATE_SIMILARITY.one}; ` +
-  `SET LOCAL pg_trgm.similarity_threshold = ${TYPO_CANDIDATE_SIMILARITY.two}`
+export function typoCandidates (texts: readonly string[]): string {
+  // eslint-disable-next-line no-control-regex
+  const mayBeTwoOff = texts.some((text) => /[^\x00-\x7f]/.test(text) || text.split(/\s+/).some((run) => run.length >= TYPO_LENGTHS.two))
+  return `SET LOCAL pg_trgm.similarity_threshold = ${mayBeTwoOff ? TYPO_CANDIDATE_SIMILARITY.two : TYPO_CANDIDATE_SIMILARITY.one}`
+}
 
 /**
  * The words of each piece ($1, texts; $2, whether its words may match through a typo), in the
@@ -37,13 +39,10 @@ export const TYPO_CANDIDATES = `SET LOCAL pg_trgm.strict_word_similarity_thresho
  */
 export const PIECE_WORDS = `SELECT pieces.piece::int4 AS piece, words.lexeme, position::int4 AS position, allowed.typos,
            CASE WHEN allowed.typos = 0 THEN '{}'::text[] ELSE ARRAY(
-             SELECT candidates.word FROM (
-               SELECT known.word FROM search_words known WHERE allowed.typos = 1 AND words.lexeme <<% known.word
-               UNION
-               SELECT known.word FROM search_words known WHERE allowed.typos = 2 AND known.word % words.lexeme
-             ) candidates
-             WHERE length(candidates.word) BETWEEN length(words.lexeme) - allowed.typos AND length(words.lexeme) + allowed.typos
-               AND levenshtein_less_equal(candidates.word, words.lexeme, 2 * allowed.typos) <= 2 * allowed.typos
+             SELECT DISTINCT known.word FROM search_words known
+             WHERE known.word % words.lexeme
+               AND length(known.word) BETWEEN length(words.lexeme) - allowed.typos AND length(words.lexeme) + allowed.typos
+               AND levenshtein_less_equal(known.word, words.lexeme, 2 * allowed.typos) <= 2 * allowed.typos
            ) END AS near
          FROM unnest($1::text[], $2::bool[]) WITH ORDINALITY AS pieces (text, typos, piece)
          CROSS JOIN LATERAL unnest(search_words_of(pieces.text)) AS words

@@ -177,6 +177,7 @@ t.test('typos', async (t) => {
     t.test('a word of 9 letters or more may be two typos off', async (t) => {
       t.strictSame(await titles('fondation '), ['Foundation'], 'one')
       t.strictSame(await titles('fondatoin '), ['Foundation'], 'two')
+      t.strictSame(await titles('fuondatoin '), ['Foundation'], 'two swaps, which leave few of its trigrams')
       t.strictSame(await titles('fnodatoin '), [], 'not three')
       t.strictSame(await titles('barbarela '), ['Barbarella'], 'a word of 9 letters')
       t.strictSame(await titles('brabarela '), ['Barbarella'], 'two typos in 9 letters')

@@ -5,6 +5,7 @@
  */
 import t from 'tap'
 import { listingCursors } from '../../src/listing.js'
+import { typoCandidates } from '../../src/db/search-sql.js'
 import { searchPieces, typoDistance, typosFor } from '../../src/schemas/search-syntax.js'
 import { searchOf, type PieceWord } from '../../src/search.js'
 import { searchLevels, type WordFrequencies } from '../../src/search-plan.js'
@@ -105,6 +106,15 @@ t.test('the levels of a search for one phrase: in the title, then in the author 
   ]
   t.strictSame(searchLevels({ terms: [], phrases: [phrase], excluded: ["'day'"], pairs: [] }, null, 20), expected, 'with an exclusion, and no statistics')
   t.equal(searchLevels({ terms: [], phrases: [phrase, phrase], excluded: [], pairs: [] }, null, 20), null, 'two phrases: every match ranked')
+})
+
+t.test('the trigram threshold of the typo candidates: low only where a word may be two typos off', async (t) => {
+  const threshold = (texts: string[]) => /= ([0-9.]+)$/.exec(typoCandidates(texts))![1]
+  t.equal(threshold(['tolkein', 'war peace']), '0.19', 'no run of 9 characters: no word of 9 letters')
+  t.equal(threshold([]), '0.19')
+  t.equal(threshold(['war fondation']), '0.1', 'a word of 9 letters')
+  t.equal(threshold(['rock-n-roll']), '0.1', 'a run of 9 characters that PostgreSQL may keep as one word')
+  t.equal(threshold(['straße']), '0.1', 'beyond ASCII, folding may lengthen a word')
 })
 
 t.test('a cursor of a walk without a search is the one made before searches existed', async (t) => {
