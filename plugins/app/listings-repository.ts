@@ -50,11 +50,13 @@ const overBudget = (err: unknown) => (err as { code?: string }).code === CANCELE
 /**
  * The bounds of a filtered page's transaction, before its statement: the server cancels it after
  * `budgetMs`, and runs it in its own backend alone (no parallel workers, each of which would
- * spend the budget again on another core). `SET LOCAL` ends with the transaction, as the bounds
- * of every statement do (src/db/time-bounds.ts): nothing is left in a session a pooler shares.
+ * spend the budget again on another core) without compiling it (JIT: the planner's cost of the
+ * books a page might read passes `jit_above_cost`, and compiling a search's page took 190 ms
+ * where reading it took 15). `SET LOCAL` ends with the transaction, as the bounds of every
+ * statement do (src/db/time-bounds.ts): nothing is left in a session a pooler shares.
  */
 function budgetSettings (budgetMs: number): string {
-  return `SET LOCAL statement_timeout = ${budgetMs}; SET LOCAL max_parallel_workers_per_gather = 0`
+  return `SET LOCAL statement_timeout = ${budgetMs}; SET LOCAL max_parallel_workers_per_gather = 0; SET LOCAL jit = off`
 }
 
 /** The first page of a plain listing, asked for with others in one statement. */

@@ -86,16 +86,13 @@ function queries (parameter: (value: unknown, type: string) => string) {
 }
 
 /**
- * The settings of a page ordered by relevance, in its transaction: bitmaps of up to some 200,000
- * pages kept exact (with the default 4MB, a bitmap of a common word's books turns lossy, and every
- * book of each page it names is checked again, its words computed); no reading of the whole
- * table, which computes the words of every book, where an index reads the books that hold a word;
- * no compiling of the statement (JIT: the planner's cost of the books a page might read passes
- * `jit_above_cost`, and compiling its many expressions took longer than reading the page); and
- * no workers beside the page's own process, which a search would take from other sessions.
+ * The settings of a page ordered by relevance, in its transaction, beside the listing's budget:
+ * bitmaps of up to some 200,000 pages kept exact (with the default 4MB, a bitmap of a common
+ * word's books turns lossy, and every book of each page it names is checked again, its words
+ * computed), and no reading of the whole table, which computes the words of every book, where an
+ * index reads the books that hold a word.
  */
-export const RANKED_PAGE_SETTINGS = "SET LOCAL work_mem = '32MB'; SET LOCAL enable_seqscan = off; SET LOCAL jit = off; " +
-  'SET LOCAL max_parallel_workers_per_gather = 0'
+export const RANKED_PAGE_SETTINGS = "SET LOCAL work_mem = '32MB'; SET LOCAL enable_seqscan = off"
 
 /** `(query in the title OR in the author)`, the words read from the indexed expressions or from `BOOK_WORDS`. */
 function inEitherField (query: string, joined: boolean): string {
