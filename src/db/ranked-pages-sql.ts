@@ -1,8 +1,8 @@
 /**
  * The books of a page of a search ordered by relevance (`q` without `sort`), for the page query
  * of plugins/app/listings-repository.ts (`walkPageQuery`): read level by level of the rank (a
- * search for one word or one phrase, src/search-plan.ts), or every match ranked. Their columns are named
- * `book_<column>` beside `book_rank`; the page names them again.
+ * search for one word or one phrase, src/search-plan.ts), or every match ranked. Their columns
+ * are named `book_<column>` beside `book_rank`; the page names them again.
  */
 import { BOOK_COLUMNS } from './books-sql.js'
 import type { SqlDialect } from './dialect.js'
@@ -56,12 +56,14 @@ function levelPages (
     const holds = `(${level.holds.map(({ field, query }) => `${FIELD_WORDS[field]} @@ ${parameter(query, 'tsquery')}`).join(' OR ')})`
     const after = position !== null && level.rank === Number(position.key) ? [`books.id > ${parameter(position.id, 'int8')}`] : []
     const ofLevel = [...checked, `${rank} = ${level.rank}`].join(' AND ')
-    const select = `SELECT ${RANKED_COLUMNS}, ${level.rank}::int8 AS book_rank FROM books ${BOOK_WORDS} WHERE`
-    if (level.walk) return `(${select} ${[`${mayHold(level.holds, parameter)} AND ${holds} IS TRUE`, ...after].join(' AND ')} AND ${ofLevel} ORDER BY books.id LIMIT $1)`
+    const select = (books: string) => `SELECT ${RANKED_COLUMNS}, ${level.rank}::int8 AS book_rank FROM ${books} ${BOOK_WORDS} WHERE`
+    if (level.walk) {
+      return `(${select('books')} ${[`${mayHold(level.holds, parameter)} AND ${holds} IS TRUE`, ...after].join(' AND ')} AND ${ofLevel} ORDER BY books.id LIMIT $1)`
+    }
     const held = [holds, ...after].join(' AND ')
-    if (!dialect.readsHeldBooksById) return `(WITH books AS MATERIALIZED (SELECT * FROM books WHERE ${held} ORDER BY id) ${select} ${ofLevel} LIMIT $1)`
-    const byId = 'FROM held CROSS JOIN LATERAL (SELECT * FROM books WHERE books.id = held.id OFFSET 0) books'
-    return `(WITH held AS MATERIALIZED (SELECT id FROM books WHERE ${held} ORDER BY id) ${select.replace('FROM books', byId)} ${ofLevel} LIMIT $1)`
+    if (!dialect.readsHeldBooksById) return `(WITH books AS MATERIALIZED (SELECT * FROM books WHERE ${held} ORDER BY id) ${select('books')} ${ofLevel} LIMIT $1)`
+    const byId = 'held CROSS JOIN LATERAL (SELECT * FROM books WHERE books.id = held.id OFFSET 0) books'
+    return `(WITH held AS MATERIALIZED (SELECT id FROM books WHERE ${held} ORDER BY id) ${select(byId)} ${ofLevel} LIMIT $1)`
   })
 }
 
