@@ -19,9 +19,54 @@ import type { Search, SearchPhrase, SearchTerm } from './search.js'
 
 /** The fraction of books whose title (`title`) or author (`author`) holds each common word, of `books` counted. */
 export interface WordFrequencies {
-  title: ReadonlyMap<string, number>
-  author: ReadonlyMap<string, number>
+  title: WordShares
+  author: WordShares
   books: number
+}
+
+/**
+ * The fractions of books that hold the common words of a field: one word's, or the sum of those
+ * of every word that starts with a prefix. The words are kept sorted, with the sum of the
+ * fractions before each, so a prefix's share is two binary searches: a search asks for it at
+ * every level it weighs, and the statistics hold thousands of words.
+ */
+export class WordShares {
+  readonly #fractions: ReadonlyMap<string, number>
+  readonly #sorted: string[]
+  /** The sum of the fractions of the words before each in `#sorted`, and of them all (last). */
+  readonly #sumsBefore: Float64Array
+
+  constructor (fractions: Iterable<readonly [string, number]>) {
+    this.#fractions = new Map(fractions)
+    this.#sorted = [...this.#fractions.keys()].sort()
+    this.#sumsBefore = new Float64Array(this.#sorted.length + 1)
+    this.#sorted.forEach((word, i) => { this.#sumsBefore[i + 1] = this.#sumsBefore[i]! + this.#fractions.get(word)! })
+  }
+
+  /** The fraction of books that hold `word`: 0 for a word too rare to be among the common ones. */
+  of (word: string): number {
+    return this.#fractions.get(word) ?? 0
+  }
+
+  /** The sum of the fractions of the words that start with `prefix` (itself included). */
+  startingWith (prefix: string): number {
+    // Sorted, the words that start with a prefix lie together, from the first not below it
+    const first = this.#firstWhere((word) => word >= prefix, 0)
+    const end = this.#firstWhere((word) => !word.startsWith(prefix), first)
+    return this.#sumsBefore[end]! - this.#sumsBefore[first]!
+  }
+
+  /** The first index from `from` whose word passes `test`, which fails before it and passes after. */
+  #firstWhere (test: (word: string) => boolean, from: number): number {
+    let low = from
+    let high = this.#sorted.length
+    while (low < high) {
+      const middle = (low + high) >>> 1
+      if (test(this.#sorted[middle]!)) high = middle
+      else low = middle + 1
+    }
+    return low
+  }
 }
 
 type SearchField = 'title' | 'author'
@@ -67,14 +112,10 @@ const INDEXED_BOOK_US = 7
 /** The estimated fraction of books whose `field` holds `term` in `form`: 0 for words too rare to be among the common ones. */
 function share (frequencies: WordFrequencies, field: SearchField, term: SearchTerm, form: TermForm): number {
   const words = frequencies[field]
-  let fraction = words.get(term.lexeme) ?? 0
-  if (form === 'exact') return fraction
-  if (term.prefix) {
-    fraction = 0
-    for (const [word, frequency] of words) if (word.startsWith(term.lexeme)) fraction += frequency
-  }
+  if (form === 'exact') return words.of(term.lexeme)
+  const fraction = term.prefix ? words.startingWith(term.lexeme) : words.of(term.lexeme)
   if (form === 'exactOrPrefix') return fraction
-  return term.typoWords.reduce((sum, word) => sum + (words.get(word) ?? 0), fraction)
+  return term.typoWords.reduce((sum, word) => sum + words.of(word), fraction)
 }
 
 /**

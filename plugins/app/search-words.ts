@@ -14,7 +14,7 @@ import type { SqlDialect } from '../../src/db/dialect.js'
 import { PIECE_WORDS, WORD_STATISTICS, typoCandidates } from '../../src/db/search-sql.js'
 import { TYPO_LENGTHS, searchPieces } from '../../src/schemas/search-syntax.js'
 import { SearchWithoutWords, searchOf, type PieceWord, type Search } from '../../src/search.js'
-import { searchLevels, type SearchLevel, type WordFrequencies } from '../../src/search-plan.js'
+import { WordShares, searchLevels, type SearchLevel, type WordFrequencies } from '../../src/search-plan.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -65,7 +65,7 @@ function createSearchWords (pg: PostgresDb, dialect: SqlDialect) {
     const of = (index: string) => {
       const row = rows.find((each) => each.index === index)
       // The frequencies end with more figures (the least and the most of them)
-      return new Map(row === undefined ? [] : row.words.map((word, i) => [word, row.frequencies[i]!]))
+      return new WordShares(row === undefined ? [] : row.words.map((word, i) => [word, row.frequencies[i]!] as const))
     }
     return { title: of('books_title_words'), author: of('books_author_words'), books: rows[0]!.books }
   }

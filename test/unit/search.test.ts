@@ -8,7 +8,7 @@ import { listingCursors } from '../../src/listing.js'
 import { typoCandidates } from '../../src/db/search-sql.js'
 import { searchPieces, typoDistance, typosFor } from '../../src/schemas/search-syntax.js'
 import { searchOf, type PieceWord } from '../../src/search.js'
-import { searchLevels, type WordFrequencies } from '../../src/search-plan.js'
+import { WordShares, searchLevels, type WordFrequencies } from '../../src/search-plan.js'
 
 t.test('the pieces of q', async (t) => {
   const piece = (text: string, rest: { phrase?: boolean, excluded?: boolean, last?: boolean } = {}) =>
@@ -65,10 +65,25 @@ t.test('the queries of a search', async (t) => {
   t.equal(searchOf(searchPieces('!!!'), [[]]), null, 'only punctuation')
 })
 
+t.test('the share of a prefix: the sum of the shares of every common word that starts with it', async (t) => {
+  // Sums of fractions differ from the sums written here in the last bits
+  const near = (actual: number, expected: number, name?: string) => t.ok(Math.abs(actual - expected) < 1e-12, name, { actual, expected })
+  const shares = new WordShares([['theory', 0.01], ['the', 0.26], ['tha', 0.001], ['thf', 0.004], ['there', 0.02], ['tolkien', 0.00001], ['ṭhe', 0.5], ['thé', 0.003]])
+  near(shares.startingWith('the'), 0.26 + 0.01 + 0.02, 'the word and the longer ones, not those beside them')
+  near(shares.startingWith('th'), 0.26 + 0.01 + 0.02 + 0.001 + 0.004 + 0.003, 'with a letter beyond ASCII after it')
+  near(shares.startingWith('tolkien'), 0.00001, 'the last word')
+  near(shares.startingWith('ṭ'), 0.5, 'a letter beyond ASCII')
+  near(shares.startingWith('thez'), 0, 'no word')
+  near(shares.startingWith('zz'), 0, 'past every word')
+  t.equal(shares.of('there'), 0.02)
+  t.equal(shares.of('ther'), 0, 'a word is not a prefix')
+  near(new WordShares([]).startingWith('a'), 0, 'no statistics')
+})
+
 t.test('the levels of a one-word search, each walked where dense and read through an index where sparse', async (t) => {
   const frequencies: WordFrequencies = {
-    title: new Map([['the', 0.26], ['theory', 0.01], ['there', 0.02], ['tolkien', 0.00001]]),
-    author: new Map([['the', 0.0001], ['tolkien', 0.002]]),
+    title: new WordShares([['the', 0.26], ['theory', 0.01], ['there', 0.02], ['tolkien', 0.00001]]),
+    author: new WordShares([['the', 0.0001], ['tolkien', 0.002]]),
     books: 10_000_000
   }
   // Each query names its form
