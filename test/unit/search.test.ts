@@ -67,7 +67,7 @@ t.test('the queries of a search', async (t) => {
 
 t.test('the share of a prefix: the sum of the shares of every common word that starts with it', async (t) => {
   // Sums of fractions differ from the sums written here in the last bits
-  const near = (actual: number, expected: number, name?: string) => t.ok(Math.abs(actual - expected) < 1e-12, name, { actual, expected })
+  const near = (actual: number, expected: number, name = 'the sum of their shares') => t.ok(Math.abs(actual - expected) < 1e-12, name, { actual, expected })
   const shares = new WordShares([['theory', 0.01], ['the', 0.26], ['tha', 0.001], ['thf', 0.004], ['there', 0.02], ['tolkien', 0.00001], ['ṭhe', 0.5], ['thé', 0.003]])
   near(shares.startingWith('the'), 0.26 + 0.01 + 0.02, 'the word and the longer ones, not those beside them')
   near(shares.startingWith('th'), 0.26 + 0.01 + 0.02 + 0.001 + 0.004 + 0.003, 'with a letter beyond ASCII after it')
