@@ -28,7 +28,9 @@
  *    (tools/bench/reference.cjs, started on the same database), measured in the same run.
  * 4. The searches mixed from 32 connections (autocannon, BENCH_SEARCH_SECONDS, default 5) while
  *    another client reads GET /book/<id> on a keep-alive connection of its own, 20 ms apart: its
- *    p50 and p99, and the same reader on an idle service.
+ *    p50 and p99, and the same reader on an idle service; and the CPU per search under that load
+ *    (the service's and PostgreSQL's, the reader's requests counted in), next to the mean of the
+ *    same searches' CPU one at a time (step 3).
  * 5. The CPU of a create (POST /book, BENCH_SEARCH_CREATES, default 3,000, from 4 clients) on a
  *    scratch database of BENCH_SEARCH_CREATE_BOOKS books (default 100,000; dropped at the end),
  *    after a run that is not measured, with the search's indexes and triggers, without them
@@ -713,9 +715,21 @@ runBenchmark('search', async (bench) => {
   // Step 4: under load
   const alone = await readBooks(service.port, await token(), SECONDS * 1000)
   const mixed = [...SEARCHES.map(([, q, extra = '']) => searchPath(q, extra)), ...deep.q === null ? [] : [deep.url]]
-  const load = await underLoad(service.port, await token(), mixed)
+  const loadToken = await token()
+  const { result: load, own: [loadCpu], database: loadDatabase } = await measure([service.child.pid], () => underLoad(service.port, loadToken, mixed))
   console.log(`\n${mixed.length} searches mixed from 32 connections for ${SECONDS} s: ${statusText(load.statuses)}, ` +
     `${load.rps.toFixed(1)} req/s, p50 ${load.p50} ms, p99 ${load.p99} ms`)
+  // The reader's GET /book/<id> are counted in: they cost far less than a search
+  const searched = Object.values(load.byPath).reduce((sum, counts) => sum + Object.values(counts).reduce((a, b) => a + b, 0), 0)
+  const loadCost = { service: loadCpu / searched * 1e6, database: loadDatabase / searched * 1e6 }
+  const searchRows = rows.filter(({ label }) => label.startsWith('q='))
+  const aloneCost = {
+    service: searchRows.reduce((sum, row) => sum + row.cpu, 0) / searchRows.length,
+    database: searchRows.reduce((sum, row) => sum + row.pg, 0) / searchRows.length
+  }
+  console.log(`CPU per search under this load (the reader's requests counted in): service ${loadCost.service.toFixed(0)} µs + PostgreSQL ` +
+    `${loadCost.database.toFixed(0)} µs; the same searches one at a time, mean: ${aloneCost.service.toFixed(0)} + ${aloneCost.database.toFixed(0)} µs; ` +
+    `under load / alone ${((loadCost.service + loadCost.database) / (aloneCost.service + aloneCost.database)).toFixed(2)}`)
   for (const [p, counts] of Object.entries(load.byPath)) console.log(`  ${decodeURIComponent(p.replace(/&cursor=.*/, '&cursor=...'))}: ${statusText(counts) || 'no answer'}`)
   console.log(`GET /book/<id> 20 ms apart on its own keep-alive connection: idle service p50 ${alone.p50.toFixed(1)} ms, p99 ${alone.p99.toFixed(1)} ms ` +
     `(${statusText(alone.statuses)}); under the searches p50 ${load.read.p50.toFixed(1)} ms, p99 ${load.read.p99.toFixed(1)} ms (${statusText(load.read.statuses)})`)
@@ -735,6 +749,8 @@ runBenchmark('search', async (bench) => {
     }),
     ['slowest write during the migration (ms)', slowest.toFixed(0)],
     ['load: searches mixed, 32 connections', `${statusText(load.statuses)}; ${load.rps.toFixed(1)} req/s`],
+    ['load: service + PG µs per search, under load; one at a time', `${loadCost.service.toFixed(0)} + ${loadCost.database.toFixed(0)}; ` +
+      `${aloneCost.service.toFixed(0)} + ${aloneCost.database.toFixed(0)}`],
     ['GET /book/<id> p50 / p99 ms, idle', `${alone.p50.toFixed(1)} / ${alone.p99.toFixed(1)}`],
     ['GET /book/<id> p50 / p99 ms, under the searches', `${load.read.p50.toFixed(1)} / ${load.read.p99.toFixed(1)}`],
     ...createCosts.rows.map((row) => [`POST /book ${row.label}: service + PG µs per create`, `${row.service.toFixed(0)} + ${row.database.toFixed(0)}`]),
