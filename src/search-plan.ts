@@ -106,8 +106,8 @@ interface HeldAs {
  * share counts only its common words, so the index's weight errs high rather than low: a short
  * prefix's many rare words would otherwise be read through it.
  */
-const WALKED_BOOK_US = 3
-const INDEXED_BOOK_US = 7
+const WALKED_BOOK_WEIGHT = 3
+const INDEXED_BOOK_WEIGHT = 7
 
 /** The estimated fraction of books whose `field` holds `term` in `form`: 0 for words too rare to be among the common ones. */
 function share (frequencies: WordFrequencies, field: SearchField, term: SearchTerm, form: TermForm): number {
@@ -170,7 +170,7 @@ function wordLevels (term: SearchTerm, frequencies: WordFrequencies, limit: numb
     // as written reads nothing, however many hold it as a prefix
     const held = ways.map((way) => ({ way, books: way.reduce((sum, { field, form }) => sum + estimate(field, form), 0) * books }))
     const fewest = held.reduce((best, each) => each.books < best.books ? each : best)
-    const walk = walked * WALKED_BOOK_US < fewest.books * INDEXED_BOOK_US
+    const walk = walked * WALKED_BOOK_WEIGHT < fewest.books * INDEXED_BOOK_WEIGHT
     const way = walk ? ways[0]! : fewest.way
     return {
       rank: rankOf([exact, withoutTypo, inTitle, 0]),
