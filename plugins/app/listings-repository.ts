@@ -148,11 +148,12 @@ function createListingsRepository (
     return row!['QUERY PLAN'][0]!.Plan['Plan Rows'] < MATCHES_FIRST_BELOW
   }
 
-  async function walkPage (
-    walk: Walk, position: Position | null, limit: number, client: string, format: PageFormat, signal?: AbortSignal
+  async function readWalkPage (
+    walk: Walk, position: Position | null, limit: number, client: string, format: PageFormat, started: () => void, signal?: AbortSignal
   ): Promise<ListingPage> {
     let matchesFirst = position?.matchesFirst
     const { rows: [row] } = await readBudget.of(client)(async () => {
+      started()
       signal?.throwIfAborted()
       const search = walk.q === undefined ? null : await searchWords.searchFor(walk.q)
       matchesFirst ??= await readsMatchesFirst(walk, search)
@@ -177,6 +178,38 @@ function createListingsRepository (
         matchesFirst
       }
     }
+  }
+
+  /**
+   * The pages of walks that wait for their turn (`readBudget`), by client and page: the same page
+   * asked for again by the same client before its read starts is that read's answer too. A page
+   * asked for once its read has started waits for a read of its own, which starts after it
+   * arrived, so it sees every write that committed before it was asked for.
+   */
+  const waitingPages = new Map<string, Promise<ListingPage>>()
+  function walkPage (walk: Walk, position: Position | null, limit: number, client: string, format: PageFormat, signal?: AbortSignal): Promise<ListingPage> {
+    // A long listing's next pages (`signal`) are its own, each read once its client takes the one before
+    if (signal !== undefined) return readWalkPage(walk, position, limit, client, format, () => {}, signal)
+    const key = JSON.stringify([client, walk, position, limit, format])
+    const waiting = waitingPages.get(key)
+    if (waiting !== undefined) return waiting
+    // Whether the page is there to share: from when it is asked for until its read starts
+    let shared = false
+    let started = false
+    const unshare = () => {
+      if (shared) waitingPages.delete(key)
+      shared = false
+    }
+    const page = readWalkPage(walk, position, limit, client, format, () => {
+      started = true
+      unshare()
+    })
+    if (!started) {
+      shared = true
+      waitingPages.set(key, page)
+      page.then(unshare, unshare)
+    }
+    return page
   }
 
   // Listings that start together share the query of their first page. Each still reads after
@@ -217,7 +250,8 @@ function createListingsRepository (
 
     /**
      * A page of a walk (src/listing.ts): up to `limit` books after `position`, or from its start,
-     * read for `client`. With a filter, `ListingOverBudget` once it has run LISTING_BUDGET_MS.
+     * read for `client`; the same page asked for again by the same client while it waits for its
+     * turn shares its read. With a filter, `ListingOverBudget` once it has run LISTING_BUDGET_MS.
      */
     walkPage
   }

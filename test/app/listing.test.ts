@@ -367,3 +367,40 @@ t.test('a change mark from another cluster (a restored dump) hides no book from 
     t.equal(books.length, all, `${sort}: none twice`)
   }
 })
+
+// Pages that wait for their turn share one read (plugins/app/listings-repository.ts): one asked
+// for after a write must not get a read that started before it
+t.test('the same page asked for again by a client sees every write committed before it', async (t) => {
+  const dbUrl = await createDatabase(t)
+  const app = await build(t, dbUrl)
+  const token = await getToken(app)
+  const db = await pgClient(t, dbUrl)
+  await seedBooks(db, 30)
+  const path = '/books?limit=5&sort=-id'
+  const page = async () => {
+    const { status, body } = await call(app, token, { method: 'GET', url: path })
+    if (status !== 200) throw new Error(`${path}: ${status} ${JSON.stringify(body)}`)
+    return body.data as Book[]
+  }
+  // More readers of the page than the client's share of the reads: most of them wait their turn
+  const reading = { on: true }
+  let reads = 0
+  const readers = Array.from({ length: 8 }, async () => {
+    while (reading.on) {
+      await page()
+      reads++
+    }
+  })
+  try {
+    for (let i = 0; i < 30; i++) {
+      const { status, body } = await call(app, token, { method: 'POST', url: '/book', payload: { title: `Written ${i}`, author: 'Writer', year: 2000 } })
+      t.equal(status, 201)
+      const [first] = await page()
+      if (first?.id !== body.data.id) t.fail(`write ${i}: the page asked for after it starts with ${JSON.stringify(first)}`)
+    }
+  } finally {
+    reading.on = false
+    await Promise.all(readers)
+  }
+  t.ok(reads > 30, `precondition: ${reads} reads of the page meanwhile`)
+})
