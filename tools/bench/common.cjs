@@ -135,25 +135,51 @@ async function keptDatabase (name, books, { seed, values, reseed = false, create
   return { name, url, seeded: (performance.now() - started) / 1000 }
 }
 
-/** Writes while the service migrates: the slowest insert-and-update, in ms, until `stop`. */
+/**
+ * Writes while the service migrates, until `stop`: how many, and each insert, update and delete
+ * of a book that together took over SLOW_WRITE_MS (`slow`: when it started, ms epoch; how long it
+ * took, ms; what its backend waited on meanwhile, pg_stat_activity's wait events sampled every
+ * 50 ms from another connection: `Lock` is a lock the migration holds, `IO` the disk, the WAL's
+ * flush among them), and the slowest of all.
+ */
+const SLOW_WRITE_MS = 250
 async function writeDuring (url, stop) {
   const client = await connect(url)
+  const monitor = await connect(url)
+  const { rows: [{ pid }] } = await client.query('SELECT pg_backend_pid() AS pid')
   let slowest = 0
+  const slow = []
+  let waits = new Set()
   let writes = 0
+  const sampled = { on: true }
+  const sampling = (async () => {
+    while (sampled.on) {
+      const { rows } = await monitor.query("SELECT wait_event_type || ':' || wait_event AS wait FROM pg_stat_activity WHERE pid = $1 AND state = 'active' AND wait_event IS NOT NULL", [pid])
+      for (const { wait } of rows) waits.add(wait)
+      await sleep(50)
+    }
+  })()
   try {
     while (!stop.done) {
-      const started = performance.now()
+      const started = Date.now()
+      const timer = performance.now()
+      waits = new Set()
       const { rows: [{ id }] } = await client.query("INSERT INTO books (title, author, year) VALUES ('written during the migration', 'bench', 2000) RETURNING id")
       await client.query('UPDATE books SET year = 2001 WHERE id = $1', [id])
       await client.query('DELETE FROM books WHERE id = $1', [id])
-      slowest = Math.max(slowest, performance.now() - started)
+      const took = performance.now() - timer
+      slowest = Math.max(slowest, took)
+      if (took > SLOW_WRITE_MS) slow.push({ started, took, waits: [...waits] })
       writes++
       await sleep(20)
     }
   } finally {
+    sampled.on = false
+    await sampling.catch(() => {})
     await client.end()
+    await monitor.end()
   }
-  return { slowest, writes }
+  return { slowest, slow, writes }
 }
 
 function freePort () {

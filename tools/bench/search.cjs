@@ -18,7 +18,8 @@
  * 2. The service is started on it: its migration builds the indexes (those of the listing and
  *    the search's) and the list of known words on the full table while a writer inserts, updates
  *    and deletes books; the time of each step and the slowest write are printed (a step must not
- *    block reads or writes for more than a second).
+ *    block reads or writes for more than a second), and the slowest during each step of those
+ *    over 250 ms, with what it waited on (a lock of the migration's, or the disk).
  * 3. Each search's first page (`limit=20`) with one client, keep-alive: BENCH_SEARCH_REQUESTS
  *    requests one after another (default 100; a scenario stops after BENCH_SEARCH_CAP_SECONDS,
  *    default 60), p50 and p99 in ms and the statuses answered (a 422 or 503 is a figure, not a
@@ -621,10 +622,18 @@ runBenchmark('search', async (bench) => {
   const service = await startService(bench, url, logPath)
   await service.ready()
   stop.done = true
-  const { slowest, writes } = await writing
+  const { slowest, slow, writes } = await writing
   const migrated = (Date.now() - service.started) / 1000
   console.log(`service listening after ${migrated.toFixed(1)} s, ${service.log.steps.length} migration steps applied; ` +
     `${writes} writes meanwhile, the slowest ${slowest.toFixed(0)} ms`)
+  // Each step's slowest write over 250 ms, and what it waited on
+  const slowestOfStep = new Map()
+  for (const write of slow) {
+    const step = service.log.steps.find(({ time }) => time >= write.started)
+    const name = step === undefined ? 'after the last step' : `step ${step.version} ${step.name}`
+    if (write.took > (slowestOfStep.get(name)?.took ?? 0)) slowestOfStep.set(name, write)
+  }
+  for (const [name, { took, waits }] of slowestOfStep) console.log(`  slowest write during ${name}: ${took.toFixed(0)} ms, waiting on ${waits.join(', ') || 'nothing sampled'}`)
   let previous = service.started
   for (const { version, name: step, time } of service.log.steps) {
     console.log(`  ${String(version).padStart(2)} ${step}: ${((time - previous) / 1000).toFixed(1)} s`)
