@@ -48,6 +48,13 @@ export class BookTable {
   #laidOut = 0
   /** The row to keep in sight at the next drawing, and how far into it the view starts */
   #anchor: Position | null = null
+  /**
+   * The rows drawn, by what each shows (`rowKey`) with the marker they were drawn with: a drawing
+   * keeps in place every row that shows the same again, so that a press on a row's button (the
+   * mouse or Space, which acts on release) is not lost when a change elsewhere draws the list anew
+   */
+  #drawn = new Map<string, HTMLTableRowElement>()
+  #drawnMarker: Marker | null = null
   readonly #topSpacer: HTMLTableRowElement
   readonly #bottomSpacer: HTMLTableRowElement
 
@@ -159,11 +166,18 @@ export class BookTable {
       ? { id: active.closest('tr')?.dataset.id ?? '', action: active.dataset.action as RowAction }
       : null
 
+    const kept = this.#drawnMarker === this.#marker ? this.#drawn : new Map<string, HTMLTableRowElement>()
+    const drawn = new Map<string, HTMLTableRowElement>()
     const rows: HTMLTableRowElement[] = []
     for (let index = from; index < to; index++) {
       const book = this.#rows.at(index)
-      rows.push(book === undefined ? placeholderRow(index) : bookRow(book, index, this.#marker))
+      const key = rowKey(book, index)
+      const row = kept.get(key) ?? (book === undefined ? placeholderRow(index) : bookRow(book, index, this.#marker))
+      drawn.set(key, row)
+      rows.push(row)
     }
+    this.#drawn = drawn
+    this.#drawnMarker = this.#marker
     const height = this.#scrollHeight(total)
     // Scaled, row `first` is put at the top of the view, wherever the proportion put the view
     const offset = this.#scaled(total) ? scrollTop - (first - from) * this.#rowHeight : from * this.#rowHeight
@@ -171,7 +185,7 @@ export class BookTable {
     ;(this.#topSpacer.firstElementChild as HTMLElement).style.height = `${top}px`
     ;(this.#bottomSpacer.firstElementChild as HTMLElement).style.height =
       `${Math.max(0, height - top - (to - from) * this.#rowHeight)}px`
-    this.#body.replaceChildren(this.#topSpacer, ...rows, this.#bottomSpacer)
+    this.#placeBetweenSpacers(rows)
     if (anchor !== null) this.scroller.scrollTop = scrollTop
 
     if (focused !== null) this.focusRow(focused.id, focused.action, { preventScroll: true })
@@ -185,6 +199,25 @@ export class BookTable {
       }
     }
     this.onSight(first, last)
+  }
+
+  /**
+   * Puts `rows` (in the order of their indexes) between the spacers, moving none that is there
+   * already: a row taken out of the document, even to be put back, loses the press on its button.
+   */
+  #placeBetweenSpacers (rows: HTMLTableRowElement[]): void {
+    const wanted = new Set(rows)
+    for (let row = this.#topSpacer.nextElementSibling; row !== null && row !== this.#bottomSpacer;) {
+      const next = row.nextElementSibling
+      if (!wanted.has(row as HTMLTableRowElement)) row.remove()
+      row = next
+    }
+    // The rows kept are in their order already; the new ones go in around them
+    let next = this.#topSpacer.nextElementSibling!
+    for (const row of rows) {
+      if (row === next) next = row.nextElementSibling!
+      else this.#body.insertBefore(row, next)
+    }
   }
 
   /** The full height `total` rows would take, capped where a browser stops laying out. */
@@ -231,6 +264,11 @@ function spacerRow (): HTMLTableRowElement {
   const cell = row.insertCell()
   cell.colSpan = 5
   return row
+}
+
+/** What a row shows: a row drawn with the same key (and marker) can stay as it is. */
+function rowKey (book: Book | undefined, index: number): string {
+  return JSON.stringify(book === undefined ? [index] : [index, book.id, book.title, book.author, book.year])
 }
 
 /** A row whose book is being read: the same height as a book's, at its place in the list. */

@@ -2,7 +2,8 @@
  * The web console (console, at /console/) follows the feed of changes (`GET /books/changes`):
  * a book created, changed or deleted by another client shows, changes or goes within a second,
  * without the list being read again; the header says `Live`; the Edit dialog of a book changed
- * elsewhere says so with the new values; after the connection drops or goes silent the console
+ * elsewhere says so with the new values; a row's button held down while a change is drawn acts
+ * when released; after the connection drops or goes silent the console
  * says `Reconnecting…`, resumes with `Last-Event-ID` and shows what changed meanwhile; a `reset`
  * makes it read the list again; a list in pages counts a book deleted far from sight. The other
  * client is the test, through the API; the page reaches the service through a TCP proxy, which
@@ -12,7 +13,7 @@ import type { Page } from 'playwright-core'
 import t, { type Test } from 'tap'
 import { testEnv } from '../helper.js'
 import {
-  bookRow, bookRows, countStatus, expectQuiet, launchBrowser, openPage, recordRequests, settle, shownBook, signIn, signedIn
+  bookRow, bookRows, countStatus, deleteDialog, expectQuiet, launchBrowser, openPage, recordRequests, settle, shownBook, signIn, signedIn
 } from '../helpers/browser.js'
 import { createDatabase, pgClient, seedBooks, STORE_INDEPENDENT } from '../helpers/database.js'
 import { startService, type Service } from '../helpers/service.js'
@@ -127,6 +128,36 @@ t.test('the console follows the changes made elsewhere', { skip: STORE_INDEPENDE
     await other.delete(book.id)
     t.equal(await settle(async () => (await notice.textContent()) ?? '', (text) => text.includes('deleted'), WITHIN_MS + 500),
       'Someone else deleted this book just now.', 'and a delete elsewhere too')
+    expectQuiet(t, watched)
+  })
+
+  t.test('a row\'s button held down while another book changes elsewhere: its release still acts', async (t) => {
+    await other.create({ title: 'Pressed', author: 'Someone', year: 2001 })
+    const changing = await other.create({ title: 'Changing', author: 'Someone', year: 2002 })
+    const { watched, page } = await livePage(t)
+    const row = bookRow(page, 'Pressed')
+    /** Holds a press down until a change elsewhere is drawn, then lets it go. */
+    const heldThroughAChange = async (press: () => Promise<void>, release: () => Promise<void>, year: number) => {
+      await press()
+      await other.change(changing.id, { year })
+      const shown = await shownWithin(page, changing.id, (row) => row?.[3] === String(year))
+      t.equal(shown.row?.[3], String(year), `precondition: the change to ${year} is drawn while the press is held`)
+      await release()
+    }
+
+    const edit = await row.getByRole('button', { name: 'Edit', exact: true }).boundingBox()
+    await page.mouse.move(edit!.x + edit!.width / 2, edit!.y + edit!.height / 2)
+    await heldThroughAChange(() => page.mouse.down(), () => page.mouse.up(), 2003)
+    const editDialog = page.getByRole('dialog', { name: 'Edit book' })
+    if (t.ok(await editDialog.waitFor({ timeout: 2000 }).then(() => true, () => false), 'the mouse: Edit opens its dialog')) {
+      await editDialog.getByRole('button', { name: 'Cancel', exact: true }).click()
+    }
+
+    await row.getByRole('button', { name: 'Delete', exact: true }).focus()
+    await heldThroughAChange(() => page.keyboard.down('Space'), () => page.keyboard.up('Space'), 2004)
+    if (t.ok(await deleteDialog(page).waitFor({ timeout: 2000 }).then(() => true, () => false), 'Space: Delete opens its dialog')) {
+      await deleteDialog(page).getByRole('button', { name: 'Cancel', exact: true }).click()
+    }
     expectQuiet(t, watched)
   })
 
