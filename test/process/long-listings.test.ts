@@ -8,7 +8,7 @@ import { get } from 'node:http'
 import t, { type Test } from 'tap'
 import { build, getToken, testEnv } from '../helper.js'
 import { createDatabase, createDatabaseWithBooks, NEEDS_SERVER, pgClient, serviceQueriesRunning, serviceStoppedReading, STORE_INDEPENDENT } from '../helpers/database.js'
-import { type Service, startService } from '../helpers/service.js'
+import { type Service, spawnService } from '../helpers/service.js'
 import { sleep, waitUntil } from '../helpers/wait.js'
 
 // Four tests, with listings of up to 300,000 books, beside other test files on a slow machine:
@@ -105,7 +105,9 @@ let withManyBooks: ReturnType<typeof serviceWithManyBooks> | undefined
 async function serviceWithManyBooks () {
   // The file's own teardown, not the first test's: the tests after it use the service too
   const dbUrl = await createDatabaseWithBooks(t, MANY_BOOKS)
-  const service = await startService(t, testEnv(dbUrl))
+  const service = await spawnService(t, testEnv(dbUrl))
+  // Its first start builds every index over the books: under the other files' load, past a minute
+  await service.listening(120_000)
   const token = await service.token()
   const db = await pgClient(t, dbUrl)
   return { dbUrl, service, token, db }
