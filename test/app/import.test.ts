@@ -473,10 +473,13 @@ t.test('the deadlines of an import', { skip: STORE_INDEPENDENT, jobs: 3 }, async
     t.test('a transaction longer than the send timeout is not cut off: each chunk stored is activity', async (t) => {
       const setup = await setUp(t, { SEND_TIMEOUT_MS: '10000' })
       const port = await listening(setup)
-      // Each chunk's statement waits 1 s, well within the 3 s statement bound (on Citus too, where a
-      // chunk takes longer): twelve chunks of books are 12 s without a byte to the client. On the change log, which each chunk's statement
-      // writes too: Citus runs no trigger on a distributed table, and keeps the log on the coordinator
-      await setup.db.query('CREATE FUNCTION slow_insert () RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1); RETURN NULL; END $$')
+      // Each chunk's statement lasts at least 1 s (its trigger sleeps what the insert left of the
+      // second), within the 3 s statement bound however long the insert took under load (on Citus
+      // too, where a chunk takes longer): twelve chunks of books are 12 s without a byte to the
+      // client. On the change log, which each chunk's statement writes too: Citus runs no trigger
+      // on a distributed table, and keeps the log on the coordinator
+      await setup.db.query(`CREATE FUNCTION slow_insert () RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+        PERFORM pg_sleep(greatest(0, 1 - extract(epoch FROM clock_timestamp() - statement_timestamp()))); RETURN NULL; END $$`)
       await setup.db.query('CREATE TRIGGER slow_insert AFTER INSERT ON book_changes FOR EACH STATEMENT EXECUTE FUNCTION slow_insert()')
       const body = csvOf(books(12 * 5000, 'Slow'))
       const answer = await holdRequest(port, `POST /books HTTP/1.1\r\nHost: x\r\nAuthorization: ${setup.token}\r\nContent-Type: text/csv\r\n` +

@@ -25,7 +25,7 @@ const BOOKS = 100_000
  */
 const LISTING_BUDGET_MS = '100'
 const CONNECTIONS = 20
-/** Long enough for about 600 probes of each kind: the p99 of 300 is their third slowest alone. */
+/** About 600 probes of each kind, so that their p99 is not merely the third slowest of 300. */
 const ATTACK_MS = 20_000
 
 t.test('20 connections from one address sending costly listings: another address\'s listings keep a p99 under 100 ms, its point reads under 50 ms',
