@@ -444,6 +444,7 @@ module.exports = {
   citusWorkers,
   databaseUrl,
   keptDatabase,
+  SLOW_WRITE_MS,
   writeDuring,
   listDatabase,
   migrations,

@@ -19,7 +19,7 @@
  *    the search's) and the list of known words on the full table while a writer inserts, updates
  *    and deletes books; the time of each step and the slowest write are printed (a step must not
  *    block reads or writes for more than a second), and the slowest during each step of those
- *    over 250 ms, with what it waited on (a lock of the migration's, or the disk).
+ *    over SLOW_WRITE_MS (common.cjs), with what it waited on (a lock of the migration's, or the disk).
  * 3. Each search's first page (`limit=20`) with one client, keep-alive: BENCH_SEARCH_REQUESTS
  *    requests one after another (default 100; a scenario stops after BENCH_SEARCH_CAP_SECONDS,
  *    default 60), p50 and p99 in ms and the statuses answered (a 422 or 503 is a figure, not a
@@ -53,7 +53,7 @@ const { setTimeout: sleep } = require('node:timers/promises')
 const autocannon = require('autocannon')
 const {
   ADMIN_URL, ROOT, admin, citusWorkers, connect, cpuSeconds, freePort, issueToken, keptDatabase, markdownTable,
-  migrations, positive, postgresCpuSeconds, postmasterPid, runBenchmark, serviceCommand, stopChild, writeDuring
+  migrations, positive, postgresCpuSeconds, postmasterPid, runBenchmark, serviceCommand, SLOW_WRITE_MS, stopChild, writeDuring
 } = require('./common.cjs')
 const { startReference } = require('./load.cjs')
 
@@ -626,14 +626,14 @@ runBenchmark('search', async (bench) => {
   const migrated = (Date.now() - service.started) / 1000
   console.log(`service listening after ${migrated.toFixed(1)} s, ${service.log.steps.length} migration steps applied; ` +
     `${writes} writes meanwhile, the slowest ${slowest.toFixed(0)} ms`)
-  // Each step's slowest write over 250 ms, and what it waited on
+  // Each step's slowest write over SLOW_WRITE_MS, and what it waited on
   const slowestOfStep = new Map()
   for (const write of slow) {
     const step = service.log.steps.find(({ time }) => time >= write.started)
     const name = step === undefined ? 'after the last step' : `step ${step.version} ${step.name}`
     if (write.took > (slowestOfStep.get(name)?.took ?? 0)) slowestOfStep.set(name, write)
   }
-  for (const [name, { took, waits }] of slowestOfStep) console.log(`  slowest write during ${name}: ${took.toFixed(0)} ms, waiting on ${waits.join(', ') || 'nothing sampled'}`)
+  for (const [name, { took, waits }] of slowestOfStep) console.log(`  slowest write over ${SLOW_WRITE_MS} ms during ${name}: ${took.toFixed(0)} ms, waiting on ${waits.join(', ') || 'nothing sampled'}`)
   let previous = service.started
   for (const { version, name: step, time } of service.log.steps) {
     console.log(`  ${String(version).padStart(2)} ${step}: ${((time - previous) / 1000).toFixed(1)} s`)
